@@ -1,0 +1,205 @@
+"""The `footnote` command: ingest documents, search them, ask questions, evaluate, serve."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+DEFAULT_INDEX = ".footnote/index"
+
+EPILOG = """\
+examples:
+  footnote ingest samples/handbook --index .footnote/handbook
+  footnote search "How often do I have to change my API key?" --index .footnote/handbook
+  footnote ask "How often do I have to change my API key?" --index .footnote/handbook
+  footnote ask "..." --model openai:gpt-4.1-mini       # any init_chat_model string
+
+The index directory defaults to $FOOTNOTE_INDEX, else .footnote/index.
+"""
+
+
+def default_index() -> str:
+    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
+
+
+class ProgressPrinter:
+    """A progress bar on a terminal, a plain line per ~10% otherwise, nothing with --quiet."""
+
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.tty = sys.stderr.isatty()
+        self._bars: dict[str, Any] = {}
+        self._last: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if self.quiet or total == 0:
+            return
+        if self.tty:
+            from tqdm import tqdm
+
+            bar = self._bars.get(stage)
+            if bar is None:
+                bar = self._bars[stage] = tqdm(total=total, desc=stage, unit="file" if stage == "parse" else "chunk", leave=False)
+            bar.update(done - bar.n)
+            if done >= total:
+                bar.close()
+            return
+        step = max(1, total // 10)
+        if done == total or done - self._last.get(stage, 0) >= step:
+            self._last[stage] = done
+            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+
+
+def cmd_ingest(args: argparse.Namespace) -> int:
+    from ingest.chunking import ChunkSettings
+    from ingest.pipeline import ingest
+    from ingest.store import IndexError_
+
+    settings = None
+    if args.chunk_tokens:
+        settings = ChunkSettings(target_tokens=args.chunk_tokens)
+    try:
+        summary = ingest(
+            args.paths,
+            args.index,
+            embeddings=args.embeddings,
+            settings=settings,
+            default_access=args.default_access.split(",") if args.default_access else None,
+            max_bytes=args.max_bytes,
+            rebuild=args.rebuild,
+            progress=ProgressPrinter(args.quiet or args.json),
+        )
+    except IndexError_ as exc:
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
+    result = summary.to_dict()
+    if args.json:
+        print(json.dumps(result, indent=2))
+    elif not args.quiet or summary.failed:
+        print(
+            f"{args.index}: {result['added']} added, {result['updated']} updated, "
+            f"{result['unchanged']} unchanged, {result['deleted']} deleted, "
+            f"{result['failed']} failed; {summary.chunks} chunks "
+            f"({summary.embedded_chunks} embedded)"
+        )
+        for error in result["errors"]:
+            print(f"  failed: {error['source']}: {error['error']}")
+    return 1 if summary.failed else 0
+
+
+def _format_location(item: dict[str, Any]) -> str:
+    parts = [item["source"]]
+    if item.get("section"):
+        parts.append(f"§ {item['section']}")
+    if item.get("page"):
+        parts.append(f"p. {item['page']}")
+    if item.get("lines"):
+        parts.append(f"lines {item['lines'][0]}-{item['lines'][1]}")
+    if item.get("url") and item["url"] != item["source"]:
+        parts.append(item["url"])
+    return ", ".join(parts)
+
+
+def cmd_search(args: argparse.Namespace) -> int:
+    from tools.search import SearchRequest, search
+
+    try:
+        hits = search(
+            SearchRequest(
+                query=args.query,
+                index_dir=args.index,
+                k=args.k,
+                stage=args.stage,
+                source=args.source,
+                user_groups=tuple(args.groups.split(",")) if args.groups else ("everyone",),
+                embeddings=args.embeddings,
+            )
+        )
+    except Exception as exc:  # a missing or mismatched index is a user error, said plainly
+        from ingest.store import IndexError_
+
+        if isinstance(exc, IndexError_ | ValueError):
+            print(f"footnote: {exc}", file=sys.stderr)
+            return 2
+        raise
+    items = [{"id": h.chunk.id, "score": round(h.score, 6), **_chunk_fields(h.chunk)} for h in hits]
+    if args.json:
+        print(json.dumps(items, indent=2, ensure_ascii=False))
+        return 0
+    if not items:
+        print("no results")
+    for rank, item in enumerate(items, 1):
+        print(f"{rank:>2}. [{item['score']:.4f}] {item['id']}")
+        print(f"    {_format_location(item)}")
+        snippet = " ".join(item["text"].split())
+        print(f"    {snippet[:200]}{'…' if len(snippet) > 200 else ''}")
+    return 0
+
+
+def _chunk_fields(chunk: Any) -> dict[str, Any]:
+    data = chunk.to_dict()
+    data.pop("id")
+    return data
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="footnote",
+        description="Answer questions from your own documents, citing every claim.",
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser(
+        "ingest",
+        help="parse, chunk, embed and index documents (incremental)",
+        description=(
+            "Index Markdown, HTML, PDF, text and code under PATH... into --index. The given "
+            "paths are the whole corpus: changed files are re-embedded, unchanged ones reused, "
+            "files no longer present removed. Exit status 1 when some files failed."
+        ),
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
+    p.add_argument("--index", default=default_index(), help="index directory (default: %(default)s)")
+    p.add_argument("--embeddings", default="", metavar="PROVIDER:MODEL", help="init_embeddings string; empty = offline MiniLM")
+    p.add_argument("--default-access", default="", metavar="GROUPS", help="comma-separated groups for documents without `access:` (default: everyone)")
+    p.add_argument("--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)")
+    p.add_argument("--max-bytes", type=int, default=20_000_000, help="skip files larger than this")
+    p.add_argument("--rebuild", action="store_true", help="ignore the existing index and re-embed everything")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_ingest)
+
+    p = sub.add_parser(
+        "search",
+        help="rank chunks for a query (retrieval only, no LLM)",
+        description="Print the chunks the retrieval pipeline ranks highest for QUERY.",
+    )
+    p.add_argument("query")
+    p.add_argument("--index", default=default_index(), help="index directory (default: %(default)s)")
+    p.add_argument("-k", type=int, default=5, help="how many chunks (default: %(default)s)")
+    p.add_argument("--stage", default="pipeline", choices=["bm25", "dense", "hybrid", "pipeline"], help="retrieval stage (default: %(default)s)")
+    p.add_argument("--source", default=None, metavar="GLOB", help="only chunks whose source matches GLOB")
+    p.add_argument("--groups", default="", help="comma-separated access groups of the caller (default: everyone)")
+    p.add_argument("--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index")
+    p.add_argument("--json", action="store_true", help="print results as a JSON list")
+    p.set_defaults(func=cmd_search)
+
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args = build_parser().parse_args(argv)
+    handler: Callable[[argparse.Namespace], int] = args.func
+    return handler(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,165 @@
+"""Split parsed sections into chunks that fit the embedding model, with stable ids.
+
+Structure first: a section is never merged with another, and a long section is split on
+paragraphs, then lines, then sentences (or on code boundaries for code), sized with the
+embedding model's own tokenizer. Each chunk's embedded text is prefixed with its document
+title and heading path, so the prefix is counted in the budget too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import PurePosixPath
+from typing import Any
+
+from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
+from ingest.documents import Chunk, ParsedDocument, Section
+from ingest.embeddings import TokenCounter
+from ingest.text import slugify
+
+_CODE_LANGUAGES = {
+    ".py": Language.PYTHON,
+    ".js": Language.JS,
+    ".ts": Language.TS,
+    ".go": Language.GO,
+    ".rs": Language.RUST,
+    ".java": Language.JAVA,
+    ".c": Language.C,
+    ".h": Language.C,
+    ".cpp": Language.CPP,
+    ".rb": Language.RUBY,
+}
+_PROSE_SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+
+
+@dataclass(frozen=True)
+class ChunkSettings:
+    """How documents are cut; recorded in the manifest so a changed setting forces a rebuild."""
+
+    max_tokens: int = 256
+    """The embedding model's input limit, special tokens and the heading prefix included."""
+    target_tokens: int = 200
+    """Body size aimed for; smaller than the limit so the heading prefix fits."""
+    overlap_tokens: int = 24
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def heading_prefix(title: str, section: str) -> str:
+    """The context line embedded and keyword-indexed with each chunk."""
+    if section and section != title:
+        return f"{title} > {section}" if not section.startswith(title) else section
+    return title
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the models see for a chunk: where it sits, then what it says."""
+    return f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"
+
+
+class Chunker:
+    def __init__(self, counter: TokenCounter, settings: ChunkSettings | None = None) -> None:
+        self.counter = counter
+        self.settings = settings or ChunkSettings()
+        self._splitters: dict[tuple[str, int], RecursiveCharacterTextSplitter] = {}
+
+    def _splitter(self, suffix: str, is_code: bool, size: int) -> RecursiveCharacterTextSplitter:
+        language = _CODE_LANGUAGES.get(suffix) if is_code else None
+        key = (language.value if language else ("code" if is_code else "prose"), size)
+        if key not in self._splitters:
+            separators = (
+                RecursiveCharacterTextSplitter.get_separators_for_language(language)
+                if language
+                else ["\n\n", "\n", " ", ""]
+                if is_code
+                else _PROSE_SEPARATORS
+            )
+            self._splitters[key] = RecursiveCharacterTextSplitter(
+                separators=separators,
+                chunk_size=size,
+                chunk_overlap=min(self.settings.overlap_tokens, size // 4),
+                length_function=self.counter.count_tokens,
+                keep_separator="end" if not is_code else "start",
+                strip_whitespace=True,
+            )
+        return self._splitters[key]
+
+    def split_document(
+        self, doc: ParsedDocument, *, date: str | None, access: list[str] | None
+    ) -> list[Chunk]:
+        chunks: list[Chunk] = []
+        used_anchors: dict[str, int] = {}
+        suffix = PurePosixPath(doc.source).suffix.lower()
+        for section in doc.sections:
+            section_path = " > ".join(section.headings)
+            base = section.anchor or (slugify(section.headings[-1]) if section.headings else "")
+            base = base or (f"page-{section.page}" if section.page else "top")
+            seen = used_anchors.get(base, 0)
+            used_anchors[base] = seen + 1
+            key = base if seen == 0 else f"{base}-{seen}"
+            for position, (text, lines) in enumerate(self._split_section(section, doc, suffix)):
+                chunks.append(
+                    Chunk(
+                        id=f"{doc.source}#{key}:{position}",
+                        text=text,
+                        source=doc.source,
+                        title=doc.title,
+                        section=section_path,
+                        anchor=section.anchor,
+                        url=section.url,
+                        page=section.page,
+                        lines=lines,
+                        date=date,
+                        access=access,
+                        metadata=dict(doc.metadata),
+                    )
+                )
+        return chunks
+
+    def _split_section(
+        self, section: Section, doc: ParsedDocument, suffix: str
+    ) -> list[tuple[str, list[int] | None]]:
+        prefix = heading_prefix(doc.title, " > ".join(section.headings))
+        # Tokens left for the body once the prefix, a newline and [CLS]/[SEP] are counted.
+        room = self.settings.max_tokens - self.counter.count_tokens(prefix + "\n")
+        size = max(32, min(self.settings.target_tokens, room))
+        text = section.text.strip()
+        if not text:
+            return []
+        if self.counter.count_tokens(text) <= size:
+            pieces = [text]
+        else:
+            pieces = self._splitter(suffix, section.is_code, size).split_text(text)
+        out: list[tuple[str, list[int] | None]] = []
+        cursor = 0
+        for piece in pieces:
+            if self.counter.count_tokens(f"{prefix}\n{piece}") > self.settings.max_tokens:
+                piece = self._hard_trim(prefix, piece)
+            start = text.find(piece[:80], max(0, cursor - len(piece)))
+            start = start if start >= 0 else cursor
+            cursor = start + len(piece)
+            lines = None
+            if section.line_start is not None:
+                first = section.line_start + _leading_lines(section.text, text) + text.count(
+                    "\n", 0, start
+                )
+                lines = [first, first + piece.count("\n")]
+            out.append((piece, lines))
+        return out
+
+    def _hard_trim(self, prefix: str, piece: str) -> str:
+        """Last resort for unsplittable runs (a huge token-dense line): cut by words."""
+        words = piece.split(" ")
+        while len(words) > 1 and (
+            self.counter.count_tokens(f"{prefix}\n{' '.join(words)}") > self.settings.max_tokens
+        ):
+            words = words[: max(1, int(len(words) * 0.9))]
+        return " ".join(words)
+
+
+def _leading_lines(original: str, stripped: str) -> int:
+    """Lines dropped from the top by strip(), so line numbers stay true to the file."""
+    offset = original.find(stripped[:40]) if stripped else 0
+    return original.count("\n", 0, max(offset, 0))

