@@ -7,7 +7,6 @@ import json
 import os
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 DEFAULT_INDEX = ".footnote/index"
@@ -44,7 +43,12 @@ class ProgressPrinter:
 
             bar = self._bars.get(stage)
             if bar is None:
-                bar = self._bars[stage] = tqdm(total=total, desc=stage, unit="file" if stage == "parse" else "chunk", leave=False)
+                bar = self._bars[stage] = tqdm(
+                    total=total,
+                    desc=stage,
+                    unit="file" if stage == "parse" else "chunk",
+                    leave=False,
+                )
             bar.update(done - bar.n)
             if done >= total:
                 bar.close()
@@ -92,7 +96,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
-def _format_location(item: dict[str, Any]) -> str:
+def format_location(item: dict[str, Any]) -> str:
     parts = [item["source"]]
     if item.get("section"):
         parts.append(f"§ {item['section']}")
@@ -135,7 +139,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         print("no results")
     for rank, item in enumerate(items, 1):
         print(f"{rank:>2}. [{item['score']:.4f}] {item['id']}")
-        print(f"    {_format_location(item)}")
+        print(f"    {format_location(item)}")
         snippet = " ".join(item["text"].split())
         print(f"    {snippet[:200]}{'…' if len(snippet) > 200 else ''}")
     return 0
@@ -166,12 +170,28 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
-    p.add_argument("--index", default=default_index(), help="index directory (default: %(default)s)")
-    p.add_argument("--embeddings", default="", metavar="PROVIDER:MODEL", help="init_embeddings string; empty = offline MiniLM")
-    p.add_argument("--default-access", default="", metavar="GROUPS", help="comma-separated groups for documents without `access:` (default: everyone)")
-    p.add_argument("--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)")
+    p.add_argument(
+        "--index", default=default_index(), help="index directory (default: %(default)s)"
+    )
+    p.add_argument(
+        "--embeddings",
+        default="",
+        metavar="PROVIDER:MODEL",
+        help="init_embeddings string; empty = offline MiniLM",
+    )
+    p.add_argument(
+        "--default-access",
+        default="",
+        metavar="GROUPS",
+        help="comma-separated groups for documents without `access:` (default: everyone)",
+    )
+    p.add_argument(
+        "--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)"
+    )
     p.add_argument("--max-bytes", type=int, default=20_000_000, help="skip files larger than this")
-    p.add_argument("--rebuild", action="store_true", help="ignore the existing index and re-embed everything")
+    p.add_argument(
+        "--rebuild", action="store_true", help="ignore the existing index and re-embed everything"
+    )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     p.set_defaults(func=cmd_ingest)
@@ -182,14 +202,33 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the chunks the retrieval pipeline ranks highest for QUERY.",
     )
     p.add_argument("query")
-    p.add_argument("--index", default=default_index(), help="index directory (default: %(default)s)")
+    p.add_argument(
+        "--index", default=default_index(), help="index directory (default: %(default)s)"
+    )
     p.add_argument("-k", type=int, default=5, help="how many chunks (default: %(default)s)")
-    p.add_argument("--stage", default="pipeline", choices=["bm25", "dense", "hybrid", "pipeline"], help="retrieval stage (default: %(default)s)")
-    p.add_argument("--source", default=None, metavar="GLOB", help="only chunks whose source matches GLOB")
-    p.add_argument("--groups", default="", help="comma-separated access groups of the caller (default: everyone)")
-    p.add_argument("--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index")
+    p.add_argument(
+        "--stage",
+        default="pipeline",
+        choices=["bm25", "dense", "hybrid", "pipeline"],
+        help="retrieval stage (default: %(default)s)",
+    )
+    p.add_argument(
+        "--source", default=None, metavar="GLOB", help="only chunks whose source matches GLOB"
+    )
+    p.add_argument(
+        "--groups",
+        default="",
+        help="comma-separated access groups of the caller (default: everyone)",
+    )
+    p.add_argument(
+        "--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index"
+    )
     p.add_argument("--json", action="store_true", help="print results as a JSON list")
     p.set_defaults(func=cmd_search)
+
+    from footnote import cli_ask
+
+    cli_ask.add_commands(sub, default_index)
 
     return parser
 

@@ -142,8 +142,10 @@ class Chunker:
             cursor = start + len(piece)
             lines = None
             if section.line_start is not None:
-                first = section.line_start + _leading_lines(section.text, text) + text.count(
-                    "\n", 0, start
+                first = (
+                    section.line_start
+                    + _leading_lines(section.text, text)
+                    + text.count("\n", 0, start)
                 )
                 lines = [first, first + piece.count("\n")]
             out.append((piece, lines))

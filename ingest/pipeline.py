@@ -129,7 +129,7 @@ def file_date(doc_date: str | None, path: Path) -> str:
     """The document's own date if it states one, else the file's modification date."""
     if doc_date:
         return str(doc_date)[:10]
-    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.timezone.utc).date().isoformat()
+    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
 
 
 def normalize_access(value: Any, default: list[str]) -> list[str] | None:
@@ -216,9 +216,7 @@ def ingest(
             doc = parse_file(item.path, item.source, max_bytes=max_bytes)
             front_access = doc.access if doc.access is not None else doc.metadata.get("access")
             access = normalize_access(front_access, default_access)
-            chunks = chunker.split_document(
-                doc, date=file_date(doc.date, item.path), access=access
-            )
+            chunks = chunker.split_document(doc, date=file_date(doc.date, item.path), access=access)
             if not chunks:
                 raise ParseError("no text found")
         except ParseError as exc:
@@ -270,4 +268,3 @@ def ingest(
         manifest=manifest_settings,
     )
     return summary
-

@@ -224,7 +224,9 @@ def write_index(
         for path in staging.rglob("*"):
             if path.is_file():
                 _fsync(path)
-        version = time.strftime("v%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}-{staging.name[-6:]}"
+        version = (
+            time.strftime("v%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}-{staging.name[-6:]}"
+        )
         os.rename(staging, versions / version)
         pointer = root / "CURRENT.tmp"
         pointer.write_text(version + "\n", encoding="utf-8")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import datetime as dt
 import fnmatch
+import re
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
@@ -111,6 +112,9 @@ class Retriever:
         self.index = index
         self.embeddings = embeddings
         self._n = len(index.chunks)
+        self._vector_cache: np.ndarray | None = None
+        indptr = np.asarray(index.bm25.scores["indptr"])
+        self._doc_freq = np.diff(indptr)
 
     @classmethod
     def open(cls, index_dir: str | Path, embeddings: str = "") -> Retriever:
@@ -147,7 +151,9 @@ class Retriever:
         params = None
         if len(allowed) < self._n:
             params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype(np.int64)))
-        scores, rows = self.index.vectors.search(vector[None, :].astype(np.float32), k, params=params)
+        scores, rows = self.index.vectors.search(
+            vector[None, :].astype(np.float32), k, params=params
+        )
         return [
             Hit(self.index.chunks[r], float(s), int(r))
             for s, r in zip(scores[0], rows[0], strict=True)
@@ -188,23 +194,38 @@ class Retriever:
             Hit(self.index.chunks[row], float(score), row) for row, score in fused.most_common(k)
         ]
 
+    def idf(self, token: str) -> float:
+        """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
+        n = max(self._n, 1)
+        row = self.index.bm25.vocab_dict.get(token)
+        df = 0 if row is None else int(self._doc_freq[row])
+        return float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+    def relevance_features(self, query: str, hits: list[Hit]) -> list[dict[str, float]]:
+        """Evidence for grading each hit on its own: embedding similarity to the question, and
+        the idf-weighted share of the question's keywords the chunk contains."""
+        if not hits:
+            return []
+        vector = self.query_vector(query)
+        rows = np.array([h.row for h in hits], dtype=np.int64)
+        dense = self._vectors()[rows] @ vector
+        terms = set(keyword_tokens(query))
+        weights = {t: self.idf(t) for t in terms}
+        total = sum(weights.values())
+        out = []
+        for hit, similarity in zip(hits, dense, strict=True):
+            present = set(keyword_tokens(embedding_text(hit.chunk)))
+            covered = sum(w for t, w in weights.items() if t in present)
+            out.append({"dense": float(similarity), "coverage": covered / total if total else 0.0})
+        return out
+
+    def _vectors(self) -> np.ndarray:
+        if self._vector_cache is None:
+            self._vector_cache = self.index.all_vectors()
+        return self._vector_cache
+
     def query_vector(self, text: str) -> np.ndarray:
         return self.embeddings.embed_array([text])[0]
-
-    def expand_query(self, query: str, feedback: list[Hit], terms: int = 6) -> str:
-        """Pseudo-relevance feedback without an LLM: add the strongest terms of the top chunks."""
-        counts: Counter[str] = Counter()
-        seen = set(keyword_tokens(query))
-        for hit in feedback[:3]:
-            words = [
-                w for w in embedding_text(hit.chunk).split() if keyword_tokens(w)
-            ]
-            for word in words:
-                token = keyword_tokens(word)[0]
-                if token not in seen and len(word) > 2:
-                    counts[word.strip(".,;:()[]\"'").lower()] += 1
-        extra = [w for w, _ in counts.most_common(terms)]
-        return f"{query} {' '.join(extra)}".strip()
 
     def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
         finite = np.flatnonzero(np.isfinite(scores))
@@ -214,6 +235,23 @@ class Retriever:
         best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
         best = best[np.argsort(-scores[best], kind="stable")]
         return [Hit(self.index.chunks[r], float(scores[r]), int(r)) for r in best]
+
+
+def expand_query(query: str, feedback: list[str], terms: int = 6) -> str:
+    """Pseudo-relevance feedback without an LLM: add the words that recur most in the top
+    passages and are not already in the query (its stems)."""
+    counts: Counter[str] = Counter()
+    asked = set(keyword_tokens(query))
+    first_form: dict[str, str] = {}
+    for text in feedback[:3]:
+        for word in re.findall(r"[A-Za-z][A-Za-z0-9_.-]{2,}", text):
+            stems = keyword_tokens(word)
+            if len(stems) != 1 or stems[0] in asked:
+                continue
+            counts[stems[0]] += 1
+            first_form.setdefault(stems[0], word.lower().strip(".-"))
+    extra = [first_form[stem] for stem, _ in counts.most_common(terms)]
+    return " ".join([query, *extra]).strip()
 
 
 def _minmax(run: list[Hit]) -> dict[int, float]:

@@ -63,6 +63,4 @@ def search(request: SearchRequest) -> list[Hit]:
         filters.source = request.source
     caller = Caller(groups=frozenset(request.user_groups), admin=request.admin)
     mask = retriever.mask(caller, filters)
-    return run_stage(
-        retriever, request.query, request.k, mask, request.stage, request.extra_texts
-    )
+    return run_stage(retriever, request.query, request.k, mask, request.stage, request.extra_texts)

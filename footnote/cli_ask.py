@@ -1,0 +1,178 @@
+"""`footnote ask` and `footnote serve`: the answer half of the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from typing import Any
+
+
+def _print_sources(citations: list[dict[str, Any]]) -> None:
+    from footnote.cli import format_location
+
+    if not citations:
+        return
+    print("\nSources:")
+    for c in citations:
+        print(f"  [{c['n']}] {format_location(c)}")
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    from graph.graph import make_graph
+    from ingest.store import IndexError_
+
+    context = {
+        "index_dir": args.index,
+        "model": args.model,
+        "model_base_url": args.base_url,
+        "embeddings": args.embeddings,
+        "hyde": args.hyde,
+        "web_search": args.web,
+        "retrieve_k": args.k,
+        "max_retrieval_attempts": args.attempts,
+        "user_groups": args.groups.split(",") if args.groups else ["everyone"],
+    }
+    graph = make_graph()
+    request = {"messages": [{"role": "user", "content": args.question}]}
+    streaming = sys.stdout.isatty() and not args.json
+    final: dict[str, Any] = {}
+    printed_answer = False
+    try:
+        for mode, payload in graph.stream(
+            request, context=context, stream_mode=["custom", "messages", "values"]
+        ):
+            if mode == "values":
+                final = payload
+            elif mode == "custom" and not args.json and not args.quiet:
+                if payload.get("event") != "answer":
+                    print(_describe(payload), file=sys.stderr, flush=True)
+            elif mode == "messages" and streaming:
+                chunk, meta = payload
+                if meta.get("langgraph_node") == "generate" and chunk.content:
+                    print(chunk.content, end="", flush=True)
+                    printed_answer = True
+    except IndexError_ as exc:
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
+    answer = final["messages"][-1].content if final.get("messages") else ""
+    citations = final.get("citations", [])
+    if args.json:
+        out = {
+            "answer": answer,
+            "citations": citations,
+            "route": final.get("route", []),
+            "notices": final.get("notices", []),
+            "invalid_citations": final.get("invalid_citations", []),
+        }
+        print(json.dumps(out, indent=2, ensure_ascii=False))
+        return 0
+    if printed_answer:
+        print()
+        if final.get("invalid_citations"):
+            print(f"(as checked) {answer}")
+    else:
+        print(answer)
+    _print_sources(citations)
+    for notice in final.get("notices", []):
+        print(f"note: {notice}", file=sys.stderr)
+    return 0
+
+
+def _describe(event: dict[str, Any]) -> str:
+    kind = event.get("event")
+    if kind == "rewriting":
+        return (
+            f"… attempt {event['attempt']}: searching for {event['query']!r} ({event['strategy']})"
+        )
+    if kind == "retrieved":
+        return f"… retrieved {event['candidates']} candidates"
+    if kind == "graded":
+        return f"… graded {event['relevant']} of {event['candidates']} relevant"
+    if kind == "web_search":
+        return f"… searching the web for {event['query']!r}"
+    return f"… {event}"
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+
+    from footnote.server import server_command, server_environment
+
+    if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
+        "langgraph"
+    ):
+        print(
+            "footnote: `langgraph` is not installed: pip install 'langgraph-cli[inmem]'",
+            file=sys.stderr,
+        )
+        return 2
+    env = server_environment(index_dir=args.index, tracing=args.tracing)
+    command = server_command(host=args.host, port=args.port)
+    url = f"http://{args.host}:{args.port}"
+    print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
+    print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
+    return subprocess.call(command, env=env)
+
+
+def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
+    p = sub.add_parser(
+        "ask",
+        help="answer a question from the index, with numbered citations",
+        description=(
+            "Answer QUESTION from the index. Without --model the embedded default answers "
+            "extractively (no LLM, no network); with --model any init_chat_model string."
+        ),
+    )
+    p.add_argument("question")
+    p.add_argument(
+        "--index", default=default_index(), help="index directory (default: %(default)s)"
+    )
+    p.add_argument(
+        "--model",
+        default=os.environ.get("FOOTNOTE_MODEL", ""),
+        metavar="PROVIDER:MODEL",
+        help="chat model, e.g. openai:gpt-4.1-mini (default: $FOOTNOTE_MODEL, else offline)",
+    )
+    p.add_argument(
+        "--base-url",
+        default=os.environ.get("FOOTNOTE_MODEL_BASE_URL", ""),
+        help="OpenAI-compatible server URL for an openai:... model",
+    )
+    p.add_argument(
+        "--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index"
+    )
+    p.add_argument(
+        "--hyde", action="store_true", help="also search with a hypothetical answer (needs --model)"
+    )
+    p.add_argument(
+        "--web", action="store_true", help="fall back to Tavily web search (needs TAVILY_API_KEY)"
+    )
+    p.add_argument(
+        "-k", type=int, default=8, help="chunks retrieved per search (default: %(default)s)"
+    )
+    p.add_argument(
+        "--attempts", type=int, default=2, help="max retrieval rounds (default: %(default)s)"
+    )
+    p.add_argument("--groups", default="", help="comma-separated access groups of the caller")
+    p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
+    p.add_argument("--quiet", action="store_true", help="no progress lines")
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser(
+        "serve",
+        help="run the LangGraph server (API + Studio) for the answer graph",
+        description="Start `langgraph dev` for this project, quiet and offline by default.",
+    )
+    p.add_argument(
+        "--index", default=default_index(), help="index directory (default: %(default)s)"
+    )
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=2024)
+    p.add_argument(
+        "--tracing", action="store_true", help="send traces to LangSmith (needs LANGSMITH_API_KEY)"
+    )
+    p.set_defaults(func=cmd_serve)

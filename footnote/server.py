@@ -1,0 +1,52 @@
+"""How to start the LangGraph server for Footnote: one home for the command and environment,
+used by `footnote serve` and by the integration tests."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+_TRACING_KEYS = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
+
+
+def server_environment(*, index_dir: str, tracing: bool = False) -> dict[str, str]:
+    """Quiet and offline by default: no analytics, no version check, no tracing.
+
+    With a LangSmith key in the environment the server turns tracing on by itself, so the
+    keys are removed unless tracing was asked for.
+    """
+    env = dict(os.environ)
+    env.update(
+        {
+            "FOOTNOTE_INDEX": str(Path(index_dir).resolve()),
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGGRAPH_NO_VERSION_CHECK": "true",
+            "TOKENIZERS_PARALLELISM": "false",
+        }
+    )
+    if tracing:
+        env["LANGSMITH_TRACING"] = "true"
+    else:
+        env["LANGSMITH_TRACING"] = "false"
+        for key in _TRACING_KEYS:
+            env.pop(key, None)
+    return env
+
+
+def server_command(*, host: str, port: int) -> list[str]:
+    langgraph = Path(sys.executable).with_name("langgraph")
+    return [
+        str(langgraph) if langgraph.exists() else "langgraph",
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--config",
+        str(PROJECT_ROOT / "langgraph.json"),
+    ]

@@ -1,0 +1,69 @@
+"""Deterministic citation checking: every [n] must name a source the answer was given."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+
+_CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+
+
+def format_sources(documents: Sequence[Document]) -> str:
+    """Numbered sources for the answer prompt, labelled so the model can tell them apart."""
+    blocks = []
+    for number, doc in enumerate(documents, 1):
+        meta = doc.metadata
+        label = meta.get("source", "")
+        if meta.get("section"):
+            label += f" § {meta['section']}"
+        if meta.get("kind") == "web":
+            label = f"web page {meta.get('url', '')}: {meta.get('title', '')}"
+        blocks.append(f"[{number}] {label}\n{doc.page_content.strip()}")
+    return "\n\n".join(blocks)
+
+
+def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], list[int]]:
+    """Remove citations that name no given source.
+
+    Returns the cleaned answer, the valid numbers in order of first use, and the invalid ones.
+    """
+    valid: list[int] = []
+    invalid: list[int] = []
+
+    def keep(match: re.Match[str]) -> str:
+        numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(1))]
+        good = [n for n in numbers if 1 <= n <= len(documents)]
+        for n in numbers:
+            target = valid if n in good else invalid
+            if n not in target:
+                target.append(n)
+        return "".join(f"[{n}]" for n in good)
+
+    cleaned = _CITATION.sub(keep, answer)
+    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
+    return cleaned, valid, invalid
+
+
+def citation_entries(numbers: Sequence[int], documents: Sequence[Document]) -> list[dict[str, Any]]:
+    """What a caller needs to show and check each cited source."""
+    entries = []
+    for n in numbers:
+        meta = documents[n - 1].metadata
+        entry: dict[str, Any] = {
+            "n": n,
+            "chunk_id": meta.get("chunk_id"),
+            "source": meta.get("source"),
+            "title": meta.get("title"),
+            "section": meta.get("section"),
+            "url": meta.get("url"),
+            "kind": meta.get("kind", "document"),
+        }
+        if meta.get("page") is not None:
+            entry["page"] = meta["page"]
+        if meta.get("lines"):
+            entry["lines"] = meta["lines"]
+        entries.append(entry)
+    return entries

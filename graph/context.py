@@ -1,0 +1,120 @@
+"""Run-time configuration of the answer graph; Studio renders each field with its description."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from graph import prompts
+
+DEFAULT_INDEX = ".footnote/index"
+"""Where the index lives when neither the context nor $FOOTNOTE_INDEX says."""
+
+
+def _default_index() -> str:
+    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
+
+
+@dataclass(kw_only=True)
+class Context:
+    """How Footnote answers: which models, which index, how hard to look, who is asking."""
+
+    model: str = field(
+        default="",
+        metadata={
+            "description": "Chat model as 'provider:model' for init_chat_model (e.g. "
+            "'openai:gpt-4.1-mini', 'anthropic:claude-sonnet-4-5', 'ollama:llama3.1'). "
+            "Empty: the embedded default, which answers extractively without an LLM."
+        },
+    )
+    model_base_url: str = field(
+        default="",
+        metadata={
+            "description": "Base URL of an OpenAI-compatible server (vLLM, llama.cpp, LM "
+            "Studio) for an 'openai:...' model. Empty: the provider's own endpoint."
+        },
+    )
+    model_timeout_s: float = field(
+        default=60.0,
+        metadata={"description": "Seconds to wait for one model response before giving up."},
+    )
+    model_max_retries: int = field(
+        default=2,
+        metadata={"description": "Retries (with backoff) on rate limits and server errors."},
+    )
+    embeddings: str = field(
+        default="",
+        metadata={
+            "description": "Embeddings as 'provider:model' for init_embeddings; must match "
+            "the index. Empty: the model the index was built with."
+        },
+    )
+    index_dir: str = field(
+        default_factory=_default_index,
+        metadata={
+            "description": "Index directory built by `footnote ingest`. Defaults to "
+            "$FOOTNOTE_INDEX, else .footnote/index."
+        },
+    )
+    retrieve_k: int = field(
+        default=8, metadata={"description": "Chunks retrieved per search before grading."}
+    )
+    keep_k: int = field(
+        default=4, metadata={"description": "Most relevant chunks kept as numbered sources."}
+    )
+    hyde: bool = field(
+        default=False,
+        metadata={
+            "description": "Write a hypothetical answer passage and search with its embedding "
+            "too (HyDE). Needs a chat model."
+        },
+    )
+    grade_threshold: float = field(
+        default=0.5,
+        metadata={"description": "Relevance score in [0, 1] a chunk needs to be kept."},
+    )
+    max_retrieval_attempts: int = field(
+        default=2,
+        metadata={
+            "description": "Retrieval rounds per question, the first included; weak evidence "
+            "triggers a rewritten query until this budget is spent."
+        },
+    )
+    web_search: bool = field(
+        default=False,
+        metadata={
+            "description": "Fall back to Tavily web search when the index cannot answer "
+            "(needs TAVILY_API_KEY)."
+        },
+    )
+    user_groups: list[str] = field(
+        default_factory=lambda: ["everyone"],
+        metadata={
+            "description": "Access groups of the person asking; only chunks shared with one of "
+            "them are searched. Set by the caller, never by the model."
+        },
+    )
+    admin: bool = field(
+        default=False,
+        metadata={
+            "description": "See every chunk, including those with missing or malformed access "
+            "data. For operators only."
+        },
+    )
+    system_prompt: str = field(
+        default=prompts.ANSWER_SYSTEM_PROMPT,
+        metadata={"description": "Instructions for the answering model (LLM path)."},
+    )
+
+    @classmethod
+    def coerce(cls, value: Any) -> Context:
+        """Accept a Context, a dict (a parent graph or server may pass one) or None."""
+        if isinstance(value, cls):
+            return value
+        if not value:
+            return cls()
+        if isinstance(value, dict):
+            known = {f.name for f in fields(cls)}
+            return cls(**{k: v for k, v in value.items() if k in known})
+        raise TypeError(f"cannot read a Footnote context from {type(value).__name__}")

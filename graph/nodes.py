@@ -1,0 +1,345 @@
+"""The answer graph's nodes. Each LLM role has an LLM path and a deterministic offline path."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import (
+    AIMessage,
+    AnyMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+from langgraph.runtime import Runtime
+from pydantic import BaseModel, Field
+
+from graph import offline, prompts
+from graph.citations import citation_entries, format_sources, verify
+from graph.context import Context
+from graph.state import CLEAR, State
+from tools.documents import search_documents
+from tools.retrieval import get_retriever
+from tools.web import WebSearchError, search_web, web_search_available
+
+INTERNAL = {"tags": ["nostream", "footnote:internal"]}
+"""Config for LLM calls whose tokens are not the answer: they must not stream to the user."""
+
+_RETRY_KWARGS_PROVIDERS = {"openai", "anthropic", "azure_openai", "groq", "mistralai", "xai"}
+
+
+class SourceGrades(BaseModel):
+    """Relevance of each numbered source to the question."""
+
+    scores: list[int] = Field(
+        description="One score from 0 to 10 per source, in the order the sources are numbered."
+    )
+
+
+def text_of(message: AnyMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(
+        part.get("text", "") if isinstance(part, dict) else str(part) for part in content
+    )
+
+
+def human_questions(messages: Sequence[AnyMessage]) -> list[str]:
+    return [text_of(m) for m in messages if isinstance(m, HumanMessage)]
+
+
+def conversation_text(messages: Sequence[AnyMessage], turns: int = 6) -> str:
+    """The visible conversation (questions and answers, no tool traffic) for rewriting."""
+    visible = [
+        m
+        for m in messages
+        if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
+    ]
+    return "\n".join(
+        f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {text_of(m)}"
+        for m in visible[-turns:]
+    )
+
+
+class AnswerNodes:
+    """Node functions bound to an optional chat model; without one they run offline."""
+
+    def __init__(self, chat_model: BaseChatModel | None = None) -> None:
+        self._fixed_model = chat_model
+        self._models: dict[tuple[str, str, float, int], BaseChatModel] = {}
+        self._lock = threading.Lock()
+
+    def chat_model(self, context: Context) -> BaseChatModel | None:
+        """The model for this run: the one given to the factory, else the context's string."""
+        if self._fixed_model is not None:
+            return self._fixed_model
+        if not context.model:
+            return None
+        key = (
+            context.model,
+            context.model_base_url,
+            context.model_timeout_s,
+            context.model_max_retries,
+        )
+        with self._lock:
+            if key not in self._models:
+                from langchain.chat_models import init_chat_model
+
+                kwargs: dict[str, Any] = {}
+                if context.model_base_url:
+                    kwargs["base_url"] = context.model_base_url
+                if context.model.split(":", 1)[0] in _RETRY_KWARGS_PROVIDERS:
+                    kwargs["timeout"] = context.model_timeout_s
+                    kwargs["max_retries"] = context.model_max_retries
+                self._models[key] = init_chat_model(context.model, **kwargs)
+            return self._models[key]
+
+    def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Start a turn: take the latest human message and forget the previous turn's work."""
+        questions = human_questions(state.messages)
+        return {
+            "question": questions[-1] if questions else "",
+            "query": "",
+            "hyde_passage": "",
+            "attempts": 0,
+            "documents": CLEAR,
+            "candidates": [],
+            "grades": [],
+            "citations": [],
+            "invalid_citations": [],
+            "notices": CLEAR,
+            "route": [CLEAR, "new_question"],
+        }
+
+    def rewrite_query(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Write the search query for this attempt: standalone first, different on a retry."""
+        context = Context.coerce(runtime.context)
+        model = self.chat_model(context)
+        earlier = human_questions(state.messages)[:-1]
+        notices: list[str] = []
+        hyde = ""
+        if state.attempts == 0:
+            if model is not None and earlier:
+                query = self._ask(
+                    model,
+                    prompts.REWRITE_PROMPT.format(
+                        conversation=conversation_text(state.messages[:-1]),
+                        question=state.question,
+                    ),
+                    "rewrite_query",
+                )
+                strategy = "llm_rewrite"
+            else:
+                query, strategy = offline.condense_question(state.question, earlier)
+        elif model is not None:
+            query = self._ask(
+                model,
+                prompts.RETRY_PROMPT.format(query=state.query, question=state.question),
+                "rewrite_query",
+            )
+            strategy = "llm_retry"
+        else:
+            query, strategy = offline.retry_query(state.query, state.candidates), "prf"
+        if context.hyde or (model is not None and state.attempts > 0):
+            if model is None:
+                if state.attempts == 0:
+                    notices.append("HyDE needs a chat model; it is unavailable offline.")
+            else:
+                hyde = self._ask(model, prompts.HYDE_PROMPT.format(question=state.question), "hyde")
+                strategy += "+hyde"
+        query = query.strip().strip('"') or state.question
+        runtime.stream_writer(
+            {
+                "event": "rewriting",
+                "attempt": state.attempts + 1,
+                "query": query,
+                "strategy": strategy,
+            }
+        )
+        return {
+            "query": query,
+            "hyde_passage": hyde,
+            "strategy": strategy,
+            "notices": notices,
+            "route": [f"rewrite_query:{strategy}"],
+        }
+
+    def call_retriever(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """The agent step: a model chooses its search calls; offline, one call with the query."""
+        context = Context.coerce(runtime.context)
+        model = self.chat_model(context)
+        message: AIMessage | None = None
+        if model is not None:
+            response = model.bind_tools([search_documents]).invoke(
+                [
+                    SystemMessage(
+                        prompts.AGENT_PROMPT.format(question=state.question, query=state.query)
+                    )
+                ],
+                config={**INTERNAL, "run_name": "call_retriever"},
+            )
+            if isinstance(response, AIMessage) and response.tool_calls:
+                message = response
+        if message is None:
+            message = AIMessage(
+                content="",
+                tool_calls=[
+                    {
+                        "name": search_documents.name,
+                        "args": {"query": state.query},
+                        "id": f"call_{uuid.uuid4().hex[:12]}",
+                        "type": "tool_call",
+                    }
+                ],
+            )
+        return {"messages": [message], "route": ["call_retriever"]}
+
+    def grade_documents(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Score each retrieved chunk on its own and keep those above the threshold."""
+        context = Context.coerce(runtime.context)
+        candidates = _latest_tool_documents(state.messages)
+        grades = self._grade(context, state.question, candidates)
+        ranked = sorted(zip(grades, range(len(candidates)), strict=True), key=lambda p: -p[0])
+        kept = [candidates[i] for g, i in ranked if g >= context.grade_threshold][: context.keep_k]
+        runtime.stream_writer(
+            {
+                "event": "graded",
+                "relevant": len(kept),
+                "candidates": len(candidates),
+                "attempt": state.attempts + 1,
+            }
+        )
+        return {
+            "candidates": candidates,
+            "grades": grades,
+            "documents": [CLEAR, *kept],
+            "attempts": state.attempts + 1,
+            "route": [f"grade_documents:{len(kept)}/{len(candidates)}"],
+        }
+
+    def _grade(self, context: Context, question: str, docs: list[Document]) -> list[float]:
+        fallback = [offline.grade(d) for d in docs]
+        model = self.chat_model(context)
+        if model is None or not docs:
+            return fallback
+        try:
+            grader = model.with_structured_output(SourceGrades).with_config(
+                {**INTERNAL, "run_name": "grade_documents"}
+            )
+            result = grader.invoke(
+                prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
+            )
+            scores = result.scores if isinstance(result, SourceGrades) else None
+            if not scores or len(scores) != len(docs):
+                return fallback
+            return [max(0.0, min(1.0, s / 10)) for s in scores]
+        except Exception:  # a malformed grade must not end the run: fall back to evidence
+            return fallback
+
+    def web_search(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Last resort when the index cannot answer: Tavily results as labelled web sources."""
+        context = Context.coerce(runtime.context)
+        reason = web_search_available()
+        if reason:
+            return {"notices": [reason], "route": ["web_search:off"]}
+        runtime.stream_writer({"event": "web_search", "query": state.query})
+        try:
+            docs = search_web(state.query or state.question, max_results=context.keep_k)
+        except WebSearchError as exc:
+            return {"notices": [str(exc)], "route": ["web_search:failed"]}
+        return {"documents": [CLEAR, *docs], "route": [f"web_search:{len(docs)}"]}
+
+    def generate(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Answer from the numbered sources, or say plainly that they do not cover it."""
+        context = Context.coerce(runtime.context)
+        docs = state.documents
+        model = self.chat_model(context)
+        if not docs:
+            answer = prompts.NOT_COVERED
+        elif model is not None:
+            response = model.invoke(
+                [
+                    SystemMessage(context.system_prompt),
+                    HumanMessage(
+                        prompts.SOURCES_TEMPLATE.format(
+                            sources=format_sources(docs), question=state.question
+                        )
+                    ),
+                ],
+                config={"run_name": "generate", "metadata": {"sources": len(docs)}},
+            )
+            answer = text_of(response)
+        else:
+            embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
+            answer = offline.extractive_answer(state.question, docs, embeddings)
+            answer = answer or prompts.NOT_COVERED
+            runtime.stream_writer({"event": "answer", "text": answer})
+        message = AIMessage(content=answer, id=f"answer-{uuid.uuid4().hex[:12]}")
+        return {"messages": [message], "route": ["generate"]}
+
+    def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Drop citations that name no given source; list the valid ones for the caller."""
+        answer = state.messages[-1]
+        if prompts.NOT_COVERED in text_of(answer) and not _has_citation(text_of(answer)):
+            return {"citations": [], "invalid_citations": [], "route": ["verify_citations"]}
+        cleaned, valid, invalid = verify(text_of(answer), state.documents)
+        update: dict[str, Any] = {
+            "citations": citation_entries(valid, state.documents),
+            "invalid_citations": invalid,
+            "route": ["verify_citations"],
+        }
+        if invalid:
+            update["notices"] = [
+                f"Removed citation(s) {', '.join(f'[{n}]' for n in invalid)}: no such source."
+            ]
+        if cleaned != text_of(answer):
+            update["messages"] = [AIMessage(content=cleaned, id=answer.id)]
+        return update
+
+    def _ask(self, model: BaseChatModel, prompt: str, name: str) -> str:
+        response = model.invoke([HumanMessage(prompt)], config={**INTERNAL, "run_name": name})
+        return text_of(response).strip()
+
+
+def route_after_grading(
+    state: State, runtime: Runtime[Context]
+) -> Literal["generate", "rewrite_query", "web_search"]:
+    """Enough evidence: answer. Too little: look again while the budget lasts, then the web."""
+    context = Context.coerce(runtime.context)
+    if state.documents:
+        return "generate"
+    if state.attempts < max(1, context.max_retrieval_attempts):
+        return "rewrite_query"
+    if context.web_search:
+        return "web_search"
+    return "generate"
+
+
+def _has_citation(text: str) -> bool:
+    return bool(verify(text, [])[2])
+
+
+def _latest_tool_documents(messages: Sequence[AnyMessage]) -> list[Document]:
+    """Documents from the tool results of the latest agent step, deduplicated by chunk id."""
+    results: list[ToolMessage] = []
+    for message in reversed(messages):
+        if isinstance(message, ToolMessage):
+            results.append(message)
+        elif isinstance(message, AIMessage) and message.tool_calls:
+            break
+    seen: set[str] = set()
+    docs: list[Document] = []
+    for message in reversed(results):
+        for item in message.artifact or []:
+            doc = item if isinstance(item, Document) else Document(**item)
+            key = str(doc.metadata.get("chunk_id") or doc.id)
+            if key not in seen:
+                seen.add(key)
+                docs.append(doc)
+    return docs

@@ -1,0 +1,97 @@
+"""The embedded default's LLM-free stand-ins for each LLM role, deterministic and measured.
+
+- rewriting: the question as asked; a short follow-up is joined to the previous question;
+  a retry adds pseudo-relevance-feedback terms from the last candidates.
+- grading: a score per chunk from its embedding similarity to the question and the share of
+  the question's (idf-weighted) keywords it contains.
+- answering: extractive; the sentences of the kept chunks closest to the question, each
+  followed by its citation.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+from langchain_core.documents import Document
+
+from ingest.embeddings import IndexEmbeddings
+from ingest.text import keyword_tokens, split_sentences
+from tools.retrieval import expand_query
+
+DENSE_WEIGHT = 0.6
+"""Weight of embedding similarity in the offline grade; the rest is keyword coverage."""
+
+_FOLLOW_UP = re.compile(
+    r"^(and|or|but|also|what about|how about|same for|what if|then|so)\b|\b(it|that|this|they|"
+    r"them|those|these)\b",
+    re.IGNORECASE,
+)
+
+
+def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[str, str]:
+    """A standalone query without an LLM: a short or referring follow-up borrows the previous
+    question's words. Returns (query, strategy)."""
+    if earlier_questions and (len(question.split()) <= 6 or _FOLLOW_UP.search(question.strip())):
+        return f"{earlier_questions[-1]} {question}", "condensed"
+    return question, "as_asked"
+
+
+def retry_query(query: str, candidates: Sequence[Document]) -> str:
+    """A different query for the next round: pseudo-relevance feedback from the candidates."""
+    return expand_query(query, [d.page_content for d in candidates])
+
+
+def grade(document: Document) -> float:
+    """Relevance in [0, 1] from the evidence the retrieval tool attached to the chunk."""
+    dense = float(document.metadata.get("dense", 0.0))
+    coverage = float(document.metadata.get("coverage", 0.0))
+    return max(0.0, min(1.0, DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * coverage))
+
+
+def extractive_answer(
+    question: str,
+    documents: Sequence[Document],
+    embeddings: IndexEmbeddings,
+    *,
+    max_sentences: int = 3,
+    same_source_floor: float = 0.6,
+    other_source_floor: float = 0.9,
+) -> str:
+    """Pick the sentences that best answer the question, each cited with its source number.
+
+    Sentences are scored by embedding similarity to the question plus keyword overlap. The
+    best sentence is kept, with those of its own source that come close (the sentences around
+    an answer usually qualify it: a grace period, an exception); another source must come
+    very close to be added. They are printed in source order, as the documents say them.
+    """
+    candidates: list[tuple[int, int, str]] = []
+    for number, doc in enumerate(documents, 1):
+        for position, sentence in enumerate(split_sentences(doc.page_content)):
+            if len(sentence.split()) >= 3:
+                candidates.append((number, position, sentence))
+    if not candidates:
+        return ""
+    vectors = embeddings.embed_array([sentence for _, _, sentence in candidates])
+    similarity = vectors @ embeddings.embed_array([question])[0]
+    asked = set(keyword_tokens(question))
+    overlap = np.array(
+        [
+            len(asked & set(keyword_tokens(sentence))) / max(len(asked), 1)
+            for _, _, sentence in candidates
+        ]
+    )
+    scores = 0.8 * similarity + 0.2 * overlap
+    order = [int(i) for i in np.argsort(-scores)]
+    best = order[0]
+    best_score = float(scores[best])
+    chosen = [
+        i
+        for i in order
+        if scores[i]
+        >= best_score
+        * (same_source_floor if candidates[i][0] == candidates[best][0] else other_source_floor)
+    ][:max_sentences]
+    chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
+    return " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)

@@ -1,0 +1,56 @@
+"""Prompts for the LLM path, built from shared pieces; the offline path uses none of them."""
+
+NOT_COVERED = "The sources I have do not cover this."
+"""The one fixed phrase for questions the sources cannot answer; tests assert on it."""
+
+CITATION_RULES = """Cite every claim with the number of the source it comes from, in square \
+brackets, right after the claim: "Keys are rotated every 90 days [1]." Cite several sources \
+as [1][3]. Only cite numbers that appear in the sources list.
+Valid: "The grace period is 24 hours [2]."
+Invalid: "The grace period is 24 hours." (no citation), "... [source 2]" (wrong form), \
+"... [9]" when there is no source 9."""
+
+ANSWER_SYSTEM_PROMPT = f"""You answer questions from a team's own documents. Use only the \
+numbered sources below; do not use outside knowledge.
+
+{CITATION_RULES}
+
+If the sources do not answer the question, reply exactly: "{NOT_COVERED}"
+Be brief: a few sentences."""
+
+SOURCES_TEMPLATE = """Sources:
+{sources}
+
+Question: {question}"""
+
+REWRITE_PROMPT = """Rewrite the user's latest question as one standalone search query for a \
+document index, resolving references to the conversation (e.g. "and for service accounts?" \
+needs the subject of the previous question). Reply with the query only.
+
+Conversation:
+{conversation}
+
+Latest question: {question}"""
+
+RETRY_PROMPT = """A search for "{query}" found too little relevant evidence for the question \
+"{question}". Write a different search query: use other words a document would use for the \
+same thing (synonyms, the formal term), broader if the last one was narrow. Reply with the \
+query only."""
+
+HYDE_PROMPT = """Write a short passage (3-4 sentences) from an internal handbook or \
+documentation that would answer the question below. It will be used only to find real \
+documents, so plausible wording matters more than being right.
+
+Question: {question}"""
+
+AGENT_PROMPT = """You find evidence for a question by searching the team's documents with the \
+search_documents tool. Call it with a search query (you may call it more than once with \
+different queries). Question: {question}
+Suggested query: {query}"""
+
+GRADE_PROMPT = """Score how well each numbered source helps answer the question, from 0 (not \
+relevant) to 10 (answers it directly). Score every source.
+
+Question: {question}
+
+{sources}"""

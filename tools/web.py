@@ -1,0 +1,61 @@
+"""Tavily web search, the fallback when the local index cannot answer."""
+
+from __future__ import annotations
+
+import os
+
+from langchain_core.documents import Document
+
+
+class WebSearchError(Exception):
+    """Web search failed in a way the user should hear about (bad key, unreachable)."""
+
+
+def web_search_available() -> str | None:
+    """None when web search can run, else the one-line reason it is off."""
+    if not os.environ.get("TAVILY_API_KEY"):
+        return "Web search is off: set TAVILY_API_KEY to enable it."
+    return None
+
+
+def search_web(query: str, *, max_results: int = 5, timeout: float = 15.0) -> list[Document]:
+    """Search the web with Tavily; results become documents labelled as web pages."""
+    from tavily import TavilyClient
+    from tavily.errors import InvalidAPIKeyError
+
+    client = TavilyClient(
+        api_key=os.environ.get("TAVILY_API_KEY"),
+        api_base_url=os.environ.get("TAVILY_API_BASE_URL") or None,
+    )
+    try:
+        response = client.search(query, max_results=max_results, timeout=timeout)
+    except InvalidAPIKeyError as exc:
+        raise WebSearchError(
+            "Tavily rejected the API key (HTTP 401): check TAVILY_API_KEY"
+        ) from exc
+    except Exception as exc:  # network, timeout, 5xx: one clear line, not a traceback
+        raise WebSearchError(f"web search failed: {type(exc).__name__}: {exc}") from exc
+    docs = []
+    for rank, result in enumerate(response.get("results", [])):
+        url = result.get("url", "")
+        docs.append(
+            Document(
+                id=f"web:{url}",
+                page_content=result.get("content", ""),
+                metadata={
+                    "chunk_id": f"web:{url}",
+                    "source": url,
+                    "title": result.get("title") or url,
+                    "section": result.get("title") or "",
+                    "page": None,
+                    "lines": None,
+                    "url": url,
+                    "kind": "web",
+                    "score": float(result.get("score") or 0.0),
+                    "dense": float(result.get("score") or 0.0),
+                    "coverage": 1.0,
+                    "rank": rank,
+                },
+            )
+        )
+    return docs
