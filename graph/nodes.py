@@ -105,6 +105,7 @@ class AnswerNodes:
         questions = human_questions(state.messages)
         return {
             "question": questions[-1] if questions else "",
+            "standalone_question": "",
             "query": "",
             "hyde_passage": "",
             "attempts": 0,
@@ -154,6 +155,7 @@ class AnswerNodes:
                 hyde = self._ask(model, prompts.HYDE_PROMPT.format(question=state.question), "hyde")
                 strategy += "+hyde"
         query = query.strip().strip('"') or state.question
+        standalone = state.standalone_question or query
         runtime.stream_writer(
             {
                 "event": "rewriting",
@@ -164,6 +166,7 @@ class AnswerNodes:
         )
         return {
             "query": query,
+            "standalone_question": standalone,
             "hyde_passage": hyde,
             "strategy": strategy,
             "notices": notices,
@@ -179,7 +182,9 @@ class AnswerNodes:
             response = model.bind_tools([search_documents]).invoke(
                 [
                     SystemMessage(
-                        prompts.AGENT_PROMPT.format(question=state.question, query=state.query)
+                        prompts.AGENT_PROMPT.format(
+                            question=state.standalone_question, query=state.query
+                        )
                     )
                 ],
                 config={**INTERNAL, "run_name": "call_retriever"},
@@ -204,7 +209,7 @@ class AnswerNodes:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
         candidates = _latest_tool_documents(state.messages)
-        grades = self._grade(context, state.question, candidates)
+        grades = self._grade(context, state.standalone_question, candidates)
         ranked = sorted(zip(grades, range(len(candidates)), strict=True), key=lambda p: -p[0])
         kept = [candidates[i] for g, i in ranked if g >= context.grade_threshold][: context.keep_k]
         runtime.stream_writer(
@@ -268,7 +273,7 @@ class AnswerNodes:
                     SystemMessage(context.system_prompt),
                     HumanMessage(
                         prompts.SOURCES_TEMPLATE.format(
-                            sources=format_sources(docs), question=state.question
+                            sources=format_sources(docs), question=state.standalone_question
                         )
                     ),
                 ],
@@ -277,7 +282,7 @@ class AnswerNodes:
             answer = text_of(response)
         else:
             embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
-            answer = offline.extractive_answer(state.question, docs, embeddings)
+            answer = offline.extractive_answer(state.standalone_question, docs, embeddings)
             answer = answer or prompts.NOT_COVERED
             runtime.stream_writer({"event": "answer", "text": answer})
         message = AIMessage(content=answer, id=f"answer-{uuid.uuid4().hex[:12]}")

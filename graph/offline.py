@@ -23,6 +23,11 @@ from tools.retrieval import expand_query
 DENSE_WEIGHT = 0.6
 """Weight of embedding similarity in the offline grade; the rest is keyword coverage."""
 
+_REFERRING_START = re.compile(
+    r"^(they|it|this|these|those|that|such|because|however|instead|so|then)\b", re.IGNORECASE
+)
+"""A sentence opening like this leans on the one before; quoting it alone misleads."""
+
 _FOLLOW_UP = re.compile(
     r"^(and|or|but|also|what about|how about|same for|what if|then|so)\b|\b(it|that|this|they|"
     r"them|those|these)\b",
@@ -93,5 +98,22 @@ def extractive_answer(
         >= best_score
         * (same_source_floor if candidates[i][0] == candidates[best][0] else other_source_floor)
     ][:max_sentences]
+    chosen += _continuations(chosen, candidates)
     chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
     return " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)
+
+
+def _continuations(chosen: list[int], candidates: list[tuple[int, int, str]]) -> list[int]:
+    """The next sentence of a chosen one when it refers back to it ("They use STS tokens")."""
+    extra = []
+    for i in chosen:
+        nxt = i + 1
+        if (
+            nxt < len(candidates)
+            and nxt not in chosen
+            and nxt not in extra
+            and candidates[nxt][0] == candidates[i][0]
+            and _REFERRING_START.match(candidates[nxt][2])
+        ):
+            extra.append(nxt)
+    return extra[:1]

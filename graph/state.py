@@ -42,6 +42,10 @@ class OutputState:
     lines, url."""
     route: Annotated[list[str], append_or_clear] = field(default_factory=list)
     """The path taken through the graph, e.g. rewrite_query, retrieve, grade:0/8, ..."""
+    notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
+    """Things the user should know (HyDE unavailable offline, web search off, ...)."""
+    invalid_citations: list[int] = field(default_factory=list)
+    """Citation numbers the answer used that name no given source; removed from it."""
 
 
 @dataclass(kw_only=True)
@@ -50,6 +54,8 @@ class State(OutputState):
 
     question: str = ""
     """The latest human message, as asked."""
+    standalone_question: str = ""
+    """The question rewritten to stand on its own (follow-ups resolved); graded and answered."""
     query: str = ""
     """The standalone search query written for this attempt."""
     hyde_passage: str = ""
@@ -64,7 +70,3 @@ class State(OutputState):
     """Relevance score in [0, 1] of each candidate, same order as `candidates`."""
     attempts: int = 0
     """Retrieval rounds done for this question; bounded by `max_retrieval_attempts`."""
-    notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
-    """Things the user should know (HyDE unavailable offline, web search off, ...)."""
-    invalid_citations: list[int] = field(default_factory=list)
-    """Citation numbers the answer used that name no given source; removed from it."""

@@ -1,0 +1,251 @@
+"""The answer graph: the offline default on a real index, and the LLM path with a scripted model."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Annotated, Any
+
+import pytest
+from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
+from langchain_core.tools import tool
+from langgraph.checkpoint.memory import InMemorySaver
+from langgraph.graph import START, StateGraph
+from langgraph.graph.message import add_messages
+from langgraph.prebuilt import ToolNode
+from typing_extensions import TypedDict
+
+from graph.agent_tool import answer_tool
+from graph.graph import graph as exported_graph
+from graph.graph import make_graph
+from graph.prompts import NOT_COVERED
+from tests.fakes import ScriptedChatModel, prompt_text, role_of, tool_call
+
+SNAPSHOT = Path(__file__).parent / "snapshots" / "answer_graph.mmd"
+API_KEY_QUESTION = "How often do I have to change my API key?"
+
+
+def ask(graph: Any, question: str, index: Path, **context: Any) -> dict[str, Any]:
+    return graph.invoke(
+        {"messages": [{"role": "user", "content": question}]},
+        context={"index_dir": str(index), **context},
+    )
+
+
+def sources_in(prompt: str) -> list[str]:
+    """The numbered source blocks of a grading or answer prompt, in order."""
+    return re.split(r"\n\n(?=\[\d+\] )", prompt.split("\n\n", 1)[1])
+
+
+def test_worked_example_offline(handbook_index: Path) -> None:
+    out = ask(exported_graph, API_KEY_QUESTION, handbook_index)
+    answer = out["messages"][-1].content
+    assert "90 days" in answer
+    assert "24-hour grace period" in answer
+    assert out["citations"] and out["citations"][0]["source"] == "keys.md"
+    assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
+    assert out["citations"][0]["lines"][0] >= 1
+    assert "[1]" in answer
+    assert out["route"][-2:] == ["generate", "verify_citations"]
+
+
+def test_not_covered_offline(handbook_index: Path) -> None:
+    out = ask(exported_graph, "What is the parental leave policy?", handbook_index)
+    assert out["messages"][-1].content == NOT_COVERED
+    assert out["citations"] == []
+    assert sum(step == "call_retriever" for step in out["route"]) == 2
+
+
+def test_hyde_without_a_model_is_reported(handbook_index: Path) -> None:
+    out = ask(exported_graph, API_KEY_QUESTION, handbook_index, hyde=True)
+    assert any("HyDE" in notice for notice in out["notices"])
+    assert "90 days" in out["messages"][-1].content
+
+
+def test_offline_follow_up_uses_history(handbook_index: Path) -> None:
+    graph = make_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "follow-up"}}
+    context = {"index_dir": str(handbook_index)}
+    graph.invoke(
+        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]}, config, context=context
+    )
+    out = graph.invoke(
+        {"messages": [{"role": "user", "content": "and for service accounts?"}]},
+        config,
+        context=context,
+    )
+    assert out["citations"][0]["source"] == "sts.md"
+    assert "STS" in out["messages"][-1].content
+    assert "rewrite_query:condensed" in out["route"]
+
+
+def _llm_script(grades: list[int] | None = None, answer: str = "") -> ScriptedChatModel:
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        role = role_of(messages)
+        if role == "agent":
+            return tool_call("search_documents", {"query": "API key rotation interval"})
+        if role == "grade":
+            count = len(sources_in(prompt_text(messages)))
+            scores = (
+                grades
+                if grades is not None
+                else [9 if "90 days" in block else 1 for block in sources_in(prompt_text(messages))]
+            )
+            return tool_call("SourceGrades", {"scores": scores[:count]})
+        if role in ("rewrite", "retry"):
+            return AIMessage("service account credential lifetime")
+        if role == "hyde":
+            return AIMessage("Credentials are replaced regularly for security.")
+        return AIMessage(answer)
+
+    return ScriptedChatModel(respond=respond)
+
+
+def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
+    model = _llm_script(answer="API keys are rotated every 90 days [1].")
+    out = ask(make_graph(chat_model=model), API_KEY_QUESTION, handbook_index)
+    assert out["messages"][-1].content == "API keys are rotated every 90 days [1]."
+    assert out["citations"][0]["source"] == "keys.md"
+    roles = [role_of(call) for call in model.calls]
+    assert roles == ["agent", "grade", "answer"]
+    tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
+    assert tool_messages and tool_messages[0].artifact, "the tool returns documents as artifact"
+    answer_prompt = prompt_text(model.calls[-1])
+    assert "[1] keys.md § API keys > Rotation" in answer_prompt
+
+
+def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
+    model = _llm_script(
+        grades=[9, 8, 7, 1, 1, 1, 1, 1],
+        answer="Keys rotate every 90 days [1], with a grace period [2][7].",
+    )
+    out = ask(make_graph(chat_model=model), API_KEY_QUESTION, handbook_index)
+    assert len(sources_in(prompt_text(model.calls[-1]))) == 3
+    assert out["messages"][-1].content == "Keys rotate every 90 days [1], with a grace period [2]."
+    assert out["invalid_citations"] == [7]
+    assert [c["n"] for c in out["citations"]] == [1, 2]
+    assert any("[7]" in notice for notice in out["notices"])
+
+
+@pytest.mark.parametrize("budget", [1, 3])
+def test_always_irrelevant_grader_stops_within_budget(handbook_index: Path, budget: int) -> None:
+    model = _llm_script(grades=[0] * 8, answer="should not be asked")
+    out = ask(
+        make_graph(chat_model=model),
+        API_KEY_QUESTION,
+        handbook_index,
+        max_retrieval_attempts=budget,
+    )
+    assert out["messages"][-1].content == NOT_COVERED
+    assert out["citations"] == []
+    assert sum(step == "call_retriever" for step in out["route"]) == budget
+    assert "answer" not in [role_of(call) for call in model.calls]
+
+
+def test_malformed_grades_fall_back_to_evidence(handbook_index: Path) -> None:
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        role = role_of(messages)
+        if role == "agent":
+            return tool_call("search_documents", {"query": API_KEY_QUESTION})
+        if role == "grade":
+            return tool_call("SourceGrades", {"scores": "ten out of ten"})
+        return AIMessage("Every 90 days [1].")
+
+    out = ask(
+        make_graph(chat_model=ScriptedChatModel(respond=respond)), API_KEY_QUESTION, handbook_index
+    )
+    assert out["messages"][-1].content == "Every 90 days [1]."
+    assert out["citations"][0]["source"] == "keys.md"
+
+
+def test_llm_follow_up_is_rewritten_with_history(handbook_index: Path) -> None:
+    model = _llm_script(answer="See the sources [1].")
+    graph = make_graph(chat_model=model, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "llm-follow-up"}}
+    context = {"index_dir": str(handbook_index)}
+    graph.invoke(
+        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]}, config, context=context
+    )
+    model.calls.clear()
+    out = graph.invoke(
+        {"messages": [{"role": "user", "content": "and for service accounts?"}]},
+        config,
+        context=context,
+    )
+    rewrite = [call for call in model.calls if role_of(call) == "rewrite"]
+    assert rewrite, "a follow-up is rewritten by the model"
+    assert API_KEY_QUESTION in prompt_text(rewrite[0])
+    assert "and for service accounts?" in prompt_text(rewrite[0])
+    agent = [call for call in model.calls if role_of(call) == "agent"]
+    assert "service account credential lifetime" in prompt_text(agent[0])
+    assert out["route"][0] == "new_question"
+    assert out["route"].count("call_retriever") == 1
+
+
+def test_internal_llm_calls_do_not_stream(handbook_index: Path) -> None:
+    model = _llm_script(answer="API keys are rotated every 90 days [1].")
+    graph = make_graph(chat_model=model)
+    streamed: list[tuple[str, Any]] = []
+    events = []
+    for mode, payload in graph.stream(
+        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
+        context={"index_dir": str(handbook_index)},
+        stream_mode=["messages", "custom"],
+    ):
+        if mode == "messages":
+            streamed.append((payload[1]["langgraph_node"], payload[0]))
+        else:
+            events.append(payload["event"])
+    nodes = {node for node, _ in streamed}
+    assert "generate" in nodes
+    assert not nodes & {"grade_documents", "rewrite_query"}, "internal calls must not stream"
+    agent_messages = [m for node, m in streamed if node == "call_retriever"]
+    assert len(agent_messages) == 1 and agent_messages[0].tool_calls, (
+        "the agent step shows only as its tool-call message, not as streamed tokens"
+    )
+    assert events[:3] == ["rewriting", "retrieved", "graded"]
+
+
+class ParentState(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+
+
+def test_compiled_graph_as_subgraph_node(handbook_index: Path) -> None:
+    parent = StateGraph(ParentState)
+    parent.add_node("footnote", make_graph())
+    parent.add_edge(START, "footnote")
+    out = parent.compile().invoke(
+        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
+        context={"index_dir": str(handbook_index)},
+    )
+    assert "90 days" in out["messages"][-1].content
+
+
+def test_graph_wrapped_as_tool_for_another_agent(handbook_index: Path) -> None:
+    handbook = answer_tool(make_graph(), context={"index_dir": str(handbook_index)})
+
+    @tool
+    def unrelated(text: str) -> str:
+        """Echo text."""
+        return text
+
+    def agent(state: ParentState) -> dict[str, Any]:
+        return {"messages": [tool_call(handbook.name, {"question": API_KEY_QUESTION}, "c1")]}
+
+    outer = StateGraph(ParentState)
+    outer.add_node("agent", agent)
+    outer.add_node("tools", ToolNode([handbook, unrelated]))
+    outer.add_edge(START, "agent")
+    outer.add_edge("agent", "tools")
+    result = outer.compile().invoke({"messages": [{"role": "user", "content": "hi"}]})
+    reply = result["messages"][-1]
+    assert isinstance(reply, ToolMessage)
+    assert "90 days" in reply.content
+    assert "keys.md" in reply.content
+
+
+def test_graph_shape_snapshot() -> None:
+    mermaid = exported_graph.get_graph().draw_mermaid()
+    assert mermaid == SNAPSHOT.read_text(encoding="utf-8"), (
+        f"the graph's wiring changed: review it and update {SNAPSHOT} if intended"
+    )
