@@ -30,8 +30,9 @@ from ingest.store import Index, check_embeddings, load_index
 from ingest.text import keyword_tokens
 
 Fusion = Literal["rrf", "weighted"]
-Stage = Literal["bm25", "dense", "hybrid", "pipeline"]
-STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "pipeline")
+Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
+STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
+"""Every stage `tools.search.run_stage` can run, so evaluation reports each one."""
 
 
 @dataclass(frozen=True)

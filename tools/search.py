@@ -7,12 +7,25 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.retrieval import Caller, Filters, Fusion, Hit, Retriever, Stage, get_retriever
+from tools.rerank import make_reranker
+from tools.retrieval import (
+    Caller,
+    Filters,
+    Fusion,
+    Hit,
+    Retriever,
+    Stage,
+    expand_query,
+    get_retriever,
+)
 
 PIPELINE_FUSION: Fusion = "weighted"
 PIPELINE_DENSE_WEIGHT = 0.7
 """Default fusion for `pipeline`: weighted min-max fusion leaning on dense, chosen by
 measurement on pyfaq (docs/evaluation.md) where plain RRF dragged dense down."""
+PIPELINE_RERANKER = "none"
+"""Reranker of the default pipeline (see tools/rerank.py); `reranked` always uses `sentence`."""
+RERANK_DEPTH = 20
 
 
 @dataclass(kw_only=True)
@@ -46,14 +59,28 @@ def run_stage(
     extra = [retriever.query_vector(t) for t in extra_texts or []]
     if stage == "hybrid":
         return retriever.hybrid(query, k, mask, fusion="rrf", extra_vectors=extra)
-    return retriever.hybrid(
-        query,
-        k,
-        mask,
-        fusion=PIPELINE_FUSION,
-        dense_weight=PIPELINE_DENSE_WEIGHT,
-        extra_vectors=extra,
-    )
+
+    def fused(text: str, depth: int) -> list[Hit]:
+        return retriever.hybrid(
+            text,
+            depth,
+            mask,
+            fusion=PIPELINE_FUSION,
+            dense_weight=PIPELINE_DENSE_WEIGHT,
+            extra_vectors=extra,
+        )
+
+    if stage == "prf":
+        feedback = [h.chunk.text for h in fused(query, 3)]
+        return fused(expand_query(query, feedback), k)
+    if stage == "reranked" or PIPELINE_RERANKER != "none":
+        candidates = fused(query, max(k, RERANK_DEPTH))
+        reranker = make_reranker(
+            "sentence" if stage == "reranked" else PIPELINE_RERANKER, retriever.embeddings
+        )
+        reranked = reranker(query, candidates[:RERANK_DEPTH]) if reranker else candidates
+        return (reranked + candidates[RERANK_DEPTH:])[:k]
+    return fused(query, k)
 
 
 def search(request: SearchRequest) -> list[Hit]:

@@ -1,0 +1,128 @@
+"""Pluggable rerankers for the top candidates of a first-stage retrieval.
+
+    none                    keep the first-stage order
+    sentence                LLM-free: the best-matching sentence of each chunk, by embedding
+    crossencoder:PATH       a sentence-transformers CrossEncoder from a local path (extra)
+    llm                     the configured chat model scores all candidates in one call
+
+No cross-encoder ships inside a PyPI package, so none can be the offline default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+from langchain_core.language_models import BaseChatModel
+from pydantic import BaseModel, Field
+
+from ingest.chunking import heading_prefix
+from ingest.embeddings import IndexEmbeddings
+from ingest.text import split_sentences
+from tools.retrieval import Hit
+
+Reranker = Callable[[str, list[Hit]], list[Hit]]
+
+
+def _reorder(hits: list[Hit], scores: Sequence[float]) -> list[Hit]:
+    order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
+    return [Hit(hits[i].chunk, float(scores[i]), hits[i].row) for i in order]
+
+
+def sentence_reranker(embeddings: IndexEmbeddings, *, weight: float = 0.5) -> Reranker:
+    """Score = mix of the chunk's first-stage rank and its best sentence's similarity.
+
+    A long chunk matches many queries a little; its best sentence says whether it answers
+    this one. The first-stage rank is kept as a prior so one lucky sentence cannot win alone.
+    """
+
+    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
+        if not hits:
+            return hits
+        owners: list[int] = []
+        texts: list[str] = []
+        for i, hit in enumerate(hits):
+            prefix = heading_prefix(hit.chunk.title, hit.chunk.section)
+            for sentence in split_sentences(hit.chunk.text)[:12] or [hit.chunk.text]:
+                owners.append(i)
+                texts.append(f"{prefix}: {sentence}")
+        similarity = embeddings.embed_array(texts) @ embeddings.embed_array([query])[0]
+        best = np.full(len(hits), -1.0)
+        for owner, value in zip(owners, similarity, strict=True):
+            best[owner] = max(best[owner], float(value))
+        prior = 1.0 / (1.0 + np.arange(len(hits)) / 10.0)
+        return _reorder(hits, weight * best + (1 - weight) * prior)
+
+    return rerank
+
+
+def crossencoder_reranker(path: str) -> Reranker:
+    """A local cross-encoder (needs the `crossencoder` extra, which brings torch)."""
+    try:
+        from sentence_transformers import CrossEncoder
+    except ImportError as exc:  # the extra is optional
+        raise RuntimeError(
+            "the cross-encoder reranker needs sentence-transformers: "
+            "pip install 'footnote-rag[crossencoder]'"
+        ) from exc
+    model = CrossEncoder(path, local_files_only=True)
+
+    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
+        if not hits:
+            return hits
+        scores = model.predict([(query, h.chunk.text) for h in hits])
+        return _reorder(hits, list(map(float, scores)))
+
+    return rerank
+
+
+class CandidateScores(BaseModel):
+    """How well each numbered passage answers the query."""
+
+    scores: list[int] = Field(description="One score 0-10 per passage, in order.")
+
+
+def llm_reranker(model: BaseChatModel) -> Reranker:
+    """The chat model scores every candidate in one structured call; order kept on failure."""
+
+    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
+        if not hits:
+            return hits
+        passages = "\n\n".join(
+            f"[{i}] {' '.join(h.chunk.text.split())[:600]}" for i, h in enumerate(hits, 1)
+        )
+        prompt = (
+            "Score how well each passage answers the query, 0 (unrelated) to 10 (answers it).\n"
+            f"Query: {query}\n\n{passages}"
+        )
+        try:
+            result: Any = model.with_structured_output(CandidateScores).invoke(
+                prompt, config={"tags": ["nostream"], "run_name": "rerank"}
+            )
+            scores = list(result.scores)
+        except Exception:  # a bad structured reply must not lose the candidates
+            return hits
+        if len(scores) != len(hits):
+            return hits
+        # Ties keep first-stage order: the sort is stable and scores are integers.
+        return _reorder(hits, [s - i * 1e-6 for i, s in enumerate(scores)])
+
+    return rerank
+
+
+def make_reranker(
+    spec: str, embeddings: IndexEmbeddings, chat_model: BaseChatModel | None = None
+) -> Reranker | None:
+    """Build a reranker from its name; `none` or empty gives None (keep first-stage order)."""
+    if spec in ("", "none"):
+        return None
+    if spec == "sentence":
+        return sentence_reranker(embeddings)
+    if spec.startswith("crossencoder:"):
+        return crossencoder_reranker(spec.split(":", 1)[1])
+    if spec == "llm":
+        if chat_model is None:
+            raise ValueError("the llm reranker needs a chat model (--model)")
+        return llm_reranker(chat_model)
+    raise ValueError(f"unknown reranker {spec!r}: use none, sentence, crossencoder:PATH or llm")
