@@ -100,7 +100,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
 
-    from footnote.server import server_command, server_environment
+    from footnote.server import PROJECT_ROOT, server_command, server_environment
 
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
@@ -115,7 +115,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     url = f"http://{args.host}:{args.port}"
     print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
     print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
-    return subprocess.call(command, env=env)
+    # langgraph dev resolves langgraph.json's paths against its working directory.
+    return subprocess.call(command, env=env, cwd=PROJECT_ROOT)
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:

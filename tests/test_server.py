@@ -1,0 +1,260 @@
+"""The answer graph served by `langgraph dev`, used the way Studio and remote callers use it.
+
+One server per module, started like `footnote serve` starts it (same command, same
+environment) on a free loopback port, with the handbook index as its default index.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import httpx
+import pytest
+from langchain_core.messages import AnyMessage
+from langgraph.graph import START, StateGraph, add_messages
+from langgraph.pregel.remote import RemoteGraph
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from footnote.server import PROJECT_ROOT, server_command, server_environment
+
+pytestmark = pytest.mark.integration
+
+HOST = "127.0.0.1"
+GRAPH_ID = "footnote"
+WORKED_EXAMPLE = "How often do I have to change my API key?"
+NOT_COVERED = "What is the parental leave policy?"
+STARTUP_TIMEOUT_S = 60.0
+ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+@dataclass
+class Server:
+    """A running `langgraph dev`: its URL, its log, and the threads the tests made on it."""
+
+    url: str
+    log: Path
+    client: SyncLangGraphClient
+    threads: list[str] = field(default_factory=list)
+
+    def new_thread(self) -> str:
+        thread_id = self.client.threads.create()["thread_id"]
+        self.threads.append(thread_id)
+        return thread_id
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind((HOST, 0))
+        return sock.getsockname()[1]
+
+
+def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Poll GET /ok until the server answers; fail with the log tail if it dies or stalls."""
+    pause = threading.Event()
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            pytest.fail(
+                f"langgraph dev exited with {process.returncode}:\n{_tail(log)}", pytrace=False
+            )
+        try:
+            response = httpx.get(f"{url}/ok", timeout=1.0)
+            if response.status_code == 200 and response.json().get("ok"):
+                return
+        except httpx.HTTPError:
+            pass
+        pause.wait(0.2)
+    pytest.fail(
+        f"langgraph dev not ready after {STARTUP_TIMEOUT_S:.0f} s:\n{_tail(log)}", pytrace=False
+    )
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ten seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+def _tail(log: Path, lines: int = 60) -> str:
+    """The end of the server log, without terminal colours."""
+    text = ANSI_COLOUR.sub("", log.read_text(errors="replace"))
+    return "\n".join(text.splitlines()[-lines:])
+
+
+@pytest.fixture(scope="module")
+def server(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
+    """`langgraph dev` on a free port, run from the repository root.
+
+    The CLI resolves the graph paths in langgraph.json against its working directory, not
+    the config file, so it must run where `footnote serve` works: the repository root (its
+    `.langgraph_api/` state is git-ignored; the threads made here are deleted at the end).
+    """
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    log = tmp_path_factory.mktemp("server") / "langgraph-dev.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            server_command(host=HOST, port=port),
+            env=server_environment(index_dir=str(handbook_index)),
+            cwd=PROJECT_ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        wait_until_ready(url, process, log)
+        running = Server(url=url, log=log, client=get_sync_client(url=url))
+        yield running
+        for thread_id in running.threads:
+            running.client.threads.delete(thread_id)
+    finally:
+        stop(process)
+
+
+def ask(server: Server, thread_id: str | None, question: str, **context: Any) -> dict[str, Any]:
+    """One run to completion; returns the graph's output (messages, citations, route)."""
+    return server.client.runs.wait(
+        thread_id,
+        GRAPH_ID,
+        input={"messages": [{"role": "user", "content": question}]},
+        context=context or None,
+    )
+
+
+def answer_text(output: dict[str, Any]) -> str:
+    return output["messages"][-1]["content"]
+
+
+def sources(output: dict[str, Any]) -> set[str]:
+    return {c["source"] for c in output["citations"]}
+
+
+def test_worked_example_on_a_thread(server: Server) -> None:
+    output = ask(server, server.new_thread(), WORKED_EXAMPLE)
+
+    assert "90 days" in answer_text(output)
+    assert "keys.md" in sources(output)
+    assert output["route"][-2:] == ["generate", "verify_citations"]
+
+
+def test_stream_reports_progress_before_the_final_state(server: Server) -> None:
+    parts = [
+        (part.event, part.data)
+        for part in server.client.runs.stream(
+            server.new_thread(),
+            GRAPH_ID,
+            input={"messages": [{"role": "user", "content": WORKED_EXAMPLE}]},
+            stream_mode=["custom", "updates", "values", "messages-tuple"],
+        )
+    ]
+    events = [event for event, _ in parts]
+    custom = [(i, data) for i, (event, data) in enumerate(parts) if event == "custom"]
+    progress = [data["event"] for _, data in custom]
+    updated = [node for event, data in parts if event == "updates" for node in data]
+    answer_at, answer = custom[-1]
+    last_values = max(i for i, event in enumerate(events) if event == "values")
+    streamed = [
+        data[0]["content"]
+        for event, data in parts
+        if event == "messages" and data[1].get("langgraph_node") == "generate"
+    ]
+
+    assert "error" not in events, parts
+    assert progress == ["rewriting", "retrieved", "graded", "answer"]
+    assert updated == [
+        "new_question",
+        "rewrite_query",
+        "call_retriever",
+        "tools",
+        "grade_documents",
+        "generate",
+        "verify_citations",
+    ]
+    assert "90 days" in answer["text"]
+    assert answer_at < last_values
+    assert any("90 days" in text for text in streamed)
+    final = parts[last_values][1]
+    assert "90 days" in answer_text(final)
+    assert "keys.md" in sources(final)
+
+
+def test_follow_up_on_the_same_thread_uses_the_conversation(server: Server) -> None:
+    thread_id = server.new_thread()
+    first = ask(server, thread_id, WORKED_EXAMPLE)
+    follow_up = ask(server, thread_id, "and for service accounts?")
+
+    assert "keys.md" in sources(first)
+    assert "sts.md" in sources(follow_up)
+    assert "rewrite_query:condensed" in follow_up["route"]
+    questions = [m["content"] for m in follow_up["messages"] if m["type"] == "human"]
+    assert questions == [WORKED_EXAMPLE, "and for service accounts?"]
+
+
+def test_context_schema_describes_every_setting(server: Server) -> None:
+    (assistant,) = server.client.assistants.search(
+        graph_id=GRAPH_ID, metadata={"created_by": "system"}
+    )
+    schemas = server.client.assistants.get_schemas(assistant["assistant_id"])
+    properties = schemas["context_schema"]["properties"]
+
+    for name in ("index_dir", "max_retrieval_attempts", "retrieve_k", "user_groups"):
+        assert properties[name]["description"].strip(), name
+    assert properties["max_retrieval_attempts"]["default"] == 2
+    assert set(schemas["input_schema"]["properties"]) == {"messages"}
+    assert {"messages", "citations", "route"} <= set(schemas["output_schema"]["properties"])
+
+
+def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
+    default = ask(server, None, NOT_COVERED)
+    one_attempt = ask(server, None, NOT_COVERED, max_retrieval_attempts=1)
+
+    assert default["citations"] == one_attempt["citations"] == []
+    assert default["route"].count("call_retriever") == 2
+    assert one_attempt["route"].count("call_retriever") == 1
+
+
+def test_retrieve_k_comes_from_the_run_context(server: Server) -> None:
+    output = ask(server, None, WORKED_EXAMPLE, retrieve_k=3)
+
+    graded = [step for step in output["route"] if step.startswith("grade_documents:")]
+    assert graded and all(step.endswith("/3") for step in graded), output["route"]
+    assert "90 days" in answer_text(output)
+
+
+class ParentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    citations: list[dict[str, Any]]
+
+
+def test_deployed_graph_as_a_node_of_another_graph(server: Server) -> None:
+    builder = StateGraph(ParentState)
+    builder.add_node("footnote", RemoteGraph(GRAPH_ID, url=server.url))
+    builder.add_edge(START, "footnote")
+    parent = builder.compile()
+
+    output = parent.invoke({"messages": [{"role": "user", "content": WORKED_EXAMPLE}]})
+
+    assert "90 days" in output["messages"][-1].content
+    assert "keys.md" in {c["source"] for c in output["citations"]}
+
+
+def test_server_log_has_no_blocking_calls(server: Server) -> None:
+    log = server.log.read_text(errors="replace")
+
+    assert "BlockingError" not in log, _tail(server.log)
+    assert "Blocking call" not in log, _tail(server.log)
