@@ -21,6 +21,8 @@ def _print_sources(citations: list[dict[str, Any]]) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
+    from langchain_core.exceptions import ModelError
+
     from graph.graph import make_graph
     from ingest.store import IndexError_
 
@@ -57,6 +59,9 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except IndexError_ as exc:
         print(f"footnote: {exc}", file=sys.stderr)
         return 2
+    except ModelError as exc:
+        print(f"footnote: the chat model failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 3
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
     if args.json:

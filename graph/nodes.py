@@ -209,7 +209,7 @@ class AnswerNodes:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
         candidates = _latest_tool_documents(state.messages)
-        grades = self._grade(context, state.standalone_question, candidates)
+        grades, notice = self._grade(context, state.standalone_question, candidates)
         ranked = sorted(zip(grades, range(len(candidates)), strict=True), key=lambda p: -p[0])
         kept = [candidates[i] for g, i in ranked if g >= context.grade_threshold][: context.keep_k]
         runtime.stream_writer(
@@ -225,14 +225,18 @@ class AnswerNodes:
             "grades": grades,
             "documents": [CLEAR, *kept],
             "attempts": state.attempts + 1,
+            "notices": [notice] if notice else [],
             "route": [f"grade_documents:{len(kept)}/{len(candidates)}"],
         }
 
-    def _grade(self, context: Context, question: str, docs: list[Document]) -> list[float]:
+    def _grade(
+        self, context: Context, question: str, docs: list[Document]
+    ) -> tuple[list[float], str | None]:
+        """Grades in [0, 1], and a notice when the model's grades could not be used."""
         fallback = [offline.grade(d) for d in docs]
         model = self.chat_model(context)
         if model is None or not docs:
-            return fallback
+            return fallback, None
         try:
             grader = model.with_structured_output(SourceGrades).with_config(
                 {**INTERNAL, "run_name": "grade_documents"}
@@ -240,12 +244,12 @@ class AnswerNodes:
             result = grader.invoke(
                 prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
             )
-            scores = result.scores if isinstance(result, SourceGrades) else None
-            if not scores or len(scores) != len(docs):
-                return fallback
-            return [max(0.0, min(1.0, s / 10)) for s in scores]
-        except Exception:  # a malformed grade must not end the run: fall back to evidence
-            return fallback
+        except Exception as exc:  # a failed grade must not end the run: fall back to evidence
+            return fallback, f"Grading fell back to retrieval evidence ({type(exc).__name__})."
+        scores = result.scores if isinstance(result, SourceGrades) else None
+        if not scores or len(scores) != len(docs):
+            return fallback, "Grading fell back to retrieval evidence (malformed grades)."
+        return [max(0.0, min(1.0, s / 10)) for s in scores], None
 
     def web_search(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Last resort when the index cannot answer: Tavily results as labelled web sources."""
@@ -255,7 +259,9 @@ class AnswerNodes:
             return {"notices": [reason], "route": ["web_search:off"]}
         runtime.stream_writer({"event": "web_search", "query": state.query})
         try:
-            docs = search_web(state.query or state.question, max_results=context.keep_k)
+            docs = search_web(
+                state.standalone_question or state.question, max_results=context.keep_k
+            )
         except WebSearchError as exc:
             return {"notices": [str(exc)], "route": ["web_search:failed"]}
         return {"documents": [CLEAR, *docs], "route": [f"web_search:{len(docs)}"]}
