@@ -21,15 +21,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from bs4 import BeautifulSoup, NavigableString, Tag
-from bs4.element import PageElement, PreformattedString, Script, Stylesheet, TemplateString
+from bs4 import BeautifulSoup
+from bs4.element import (
+    NavigableString,
+    PageElement,
+    PreformattedString,
+    Script,
+    Stylesheet,
+    Tag,
+    TemplateString,
+)
 
 from ingest.documents import ParsedDocument, ParseError, Section
 
+yaml: Any
 try:
-    import yaml  # type: ignore[import-untyped]
-except ImportError:  # pragma: no cover - PyYAML ships with the app's dependencies
-    yaml = None  # type: ignore[assignment]
+    import yaml
+except ImportError:  # pragma: no cover - PyYAML comes with the app's dependencies
+    yaml = None
 
 __all__ = ["SUPPORTED_SUFFIXES", "is_supported", "parse_file"]
 
@@ -199,6 +208,7 @@ _ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _MD_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MD_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
 _FRONT_MATTER_FENCE = "---"
+_ACCESS_LINE = re.compile(r"^\s*access\s*:", re.MULTILINE)
 _METADATA_NODE_BUDGET = 10_000
 
 
@@ -280,11 +290,7 @@ def _closes_fence(line: str, fence: tuple[str, int]) -> bool:
     char, length = fence
     stripped = line.strip()
     indent = len(line) - len(line.lstrip(" "))
-    return (
-        indent <= 3
-        and len(stripped) >= length
-        and stripped == char * len(stripped)
-    )
+    return indent <= 3 and len(stripped) >= length and stripped == char * len(stripped)
 
 
 def _plain_heading(text: str) -> str:
@@ -321,6 +327,10 @@ def _front_matter(lines: list[str]) -> tuple[dict[str, Any], int]:
     raw = "\n".join(lines[1:end])
     parsed = _load_front_matter(raw)
     if parsed is None:
+        if _ACCESS_LINE.search(raw):
+            # It restricts access but cannot be read: fail closed rather than fall back
+            # to the default groups. `access: None` reads as malformed downstream.
+            return {"access": None}, end + 1
         return {}, 0
     return parsed, end + 1
 
@@ -459,7 +469,9 @@ _DROP_DIV_CLASSES = frozenset({"related", "footer", "header"})
 _DROP_IDS = frozenset({"search", "searchbox", "sidebarbutton"})
 _DROP_LABELS = frozenset({"breadcrumb", "breadcrumbs", "source link"})
 _CONTENTS_TITLES = frozenset({"contents", "table of contents", "on this page", "in this article"})
-_DOCUTILS_BOXES = frozenset({"topic", "sidebar"})
+_DOCUTILS_ASIDES = frozenset(
+    {"topic", "sidebar", "footnote", "footnote-list", "citation", "citation-list", "admonition"}
+)
 _TITLE_SUFFIX = re.compile(r"\s+(?:—|–|\||-)\s+[^—–|]*\bdocumentation\s*$", re.IGNORECASE)
 _META_DATES = (
     "date", "dc.date", "dcterms.date", "dcterms.created", "dcterms.issued",
@@ -499,8 +511,14 @@ class _HtmlSection:
         if tight or prefix:
             self.prefix, self.tight = prefix, tight
 
+    def end_item(self) -> None:
+        """Close a list item or table row; an unused `- ` must not mark the next paragraph."""
+        self.break_block()
+        self.prefix, self.tight = "", False
+
     def add_pre(self, text: str) -> None:
         self.break_block()
+        self.prefix, self.tight = "", False
         lines = [line.rstrip() for line in text.split("\n")]
         while lines and not lines[0].strip():
             lines.pop(0)
@@ -578,7 +596,9 @@ class _HtmlWalker:
         name = tag.name
         if name in _CELL_TAGS:
             self.in_cell -= 1
-        elif name in _BLOCK_TAGS or name in _TIGHT_TAGS:
+        elif name in _TIGHT_TAGS and not self.in_cell:
+            self.current.end_item()
+        elif name in _BLOCK_TAGS:
             self._block_break()
         if name == "dl" and self.api_stack and self.api_stack[-1][2] is tag:
             self.api_stack.pop()
@@ -741,35 +761,39 @@ def _is_boilerplate(tag: Tag) -> bool:
     name = tag.name
     if name in _DROP_TAGS:
         return True
-    attrs = tag.attrs
-    if not attrs:
-        return name == "header" and tag.find_parent(["article", "main"]) is None
-    classes = _classes(tag)
-    if (
-        attrs.get("role") in _DROP_ROLES
-        or attrs.get("id") in _DROP_IDS
-        or attrs.get("aria-label") in _DROP_LABELS
-        or "hidden" in attrs
+    if name == "header":
+        # A page-level header is a banner; one inside an article holds its title.
+        return tag.find_parent(["article", "main"]) is None
+    classes = _classes(tag) if tag.attrs else []
+    if tag.attrs and (
+        tag.attrs.get("role") in _DROP_ROLES
+        or tag.attrs.get("id") in _DROP_IDS
+        or tag.attrs.get("aria-label") in _DROP_LABELS
+        or "hidden" in tag.attrs
         or not _DROP_CLASSES.isdisjoint(classes)
         or (name == "div" and not _DROP_DIV_CLASSES.isdisjoint(classes))
     ):
         return True
-    if name == "header":
-        # A page-level header is a banner; one inside an article holds its title.
-        return tag.find_parent(["article", "main"]) is None
-    if name not in ("aside", "div") or (name == "div" and "topic" not in classes
-                                         and "contents" not in classes):
-        return False
+    if name == "aside":
+        # docutils renders abstracts, "see the tutorial" notes and footnotes as asides:
+        # those are content; any other aside is page chrome.
+        if _DOCUTILS_ASIDES.isdisjoint(classes) or "contents" in classes:
+            return True
+        return _is_contents_box(tag, classes)
+    if name == "div" and ("topic" in classes or "contents" in classes):
+        return _is_contents_box(tag, classes)
+    return False
+
+
+def _is_contents_box(tag: Tag, classes: list[str]) -> bool:
+    """A docutils table of contents: `div.contents.topic`, or any box titled "Contents"."""
     title = tag.find("p", class_=["topic-title", "sidebar-title"], recursive=False)
     title_text = _inline_text(title).lower() if isinstance(title, Tag) else ""
     if title_text in _CONTENTS_TITLES:
         return True
-    if "contents" in classes:
-        # docutils' contents box; a bare div.contents is the whole page in Doxygen.
-        return name == "aside" or bool(title_text) or not {"topic", "local"}.isdisjoint(classes)
-    # docutils renders abstracts and "see the tutorial" notes as titled asides:
-    # those are content; any other aside is page chrome.
-    return name == "aside" and not (title_text and not _DOCUTILS_BOXES.isdisjoint(classes))
+    # A bare div.contents is not a box: Doxygen wraps the whole page in one.
+    boxed = bool(title_text) or "topic" in classes or "local" in classes
+    return "contents" in classes and boxed
 
 
 def _html_title(soup: BeautifulSoup, root: Tag, path: Path) -> str:
