@@ -210,8 +210,14 @@ class AnswerNodes:
         context = Context.coerce(runtime.context)
         candidates = _latest_tool_documents(state.messages)
         grades, notice = self._grade(context, state.standalone_question, candidates)
-        ranked = sorted(zip(grades, range(len(candidates)), strict=True), key=lambda p: -p[0])
-        kept = [candidates[i] for g, i in ranked if g >= context.grade_threshold][: context.keep_k]
+        # Grades filter; they reorder only when a model gave them. The offline grade is a
+        # coarser signal than the retrieval ranking it would otherwise overrule.
+        order = range(len(candidates))
+        if self.chat_model(context) is not None:
+            order = sorted(order, key=lambda i: -grades[i])
+        kept = [candidates[i] for i in order if grades[i] >= context.grade_threshold][
+            : context.keep_k
+        ]
         runtime.stream_writer(
             {
                 "event": "graded",

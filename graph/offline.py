@@ -74,7 +74,8 @@ def extractive_answer(
     candidates: list[tuple[int, int, str]] = []
     for number, doc in enumerate(documents, 1):
         for position, sentence in enumerate(split_sentences(doc.page_content)):
-            if len(sentence.split()) >= 3:
+            # A question does not answer a question (FAQ titles, "See also ..." pointers).
+            if len(sentence.split()) >= 3 and not sentence.rstrip(" .").endswith("?"):
                 candidates.append((number, position, sentence))
     if not candidates:
         return ""
@@ -87,7 +88,9 @@ def extractive_answer(
             for _, _, sentence in candidates
         ]
     )
-    scores = 0.8 * similarity + 0.2 * overlap
+    # Sources come ranked by retrieval; a small prior keeps the answer with the best ones.
+    rank_prior = np.array([0.1 / number for number, _, _ in candidates])
+    scores = 0.8 * similarity + 0.2 * overlap + rank_prior
     order = [int(i) for i in np.argsort(-scores)]
     best = order[0]
     best_score = float(scores[best])
