@@ -114,6 +114,7 @@ class Retriever:
         self.embeddings = embeddings
         self._n = len(index.chunks)
         self._vector_cache: np.ndarray | None = None
+        self._position = np.array([_chunk_position(c.id) for c in index.chunks], dtype=np.int32)
         indptr = np.asarray(index.bm25.scores["indptr"])
         self._doc_freq = np.diff(indptr)
 
@@ -172,11 +173,19 @@ class Retriever:
         dense_weight: float = 0.5,
         depth: int = 100,
         extra_vectors: list[np.ndarray] | None = None,
+        position_decay: float = 0.0,
     ) -> list[Hit]:
-        """Fuse BM25 and dense rankings (and extra query vectors, e.g. a HyDE passage)."""
+        """Fuse BM25 and dense rankings (and extra query vectors, e.g. a HyDE passage).
+
+        `position_decay` lowers the dense score of a section's later chunks (by up to five
+        steps): a section's opening says what it is about, while its continuation chunks
+        match many questions a little, so long sections would otherwise win too often.
+        """
         keyword = self.bm25(query, depth, mask)
         vectors = [self.query_vector(query), *(extra_vectors or [])]
         dense_runs = [self.dense(v, depth, mask) for v in vectors]
+        if position_decay:
+            dense_runs = [self._decay(run, position_decay) for run in dense_runs]
         if fusion == "rrf":
             fused: Counter[int] = Counter()
             for weight, run in [(1 - dense_weight, keyword)] + [
@@ -194,6 +203,12 @@ class Retriever:
         return [
             Hit(self.index.chunks[row], float(score), row) for row, score in fused.most_common(k)
         ]
+
+    def _decay(self, run: list[Hit], rate: float) -> list[Hit]:
+        decayed = [
+            Hit(h.chunk, h.score - rate * min(int(self._position[h.row]), 5), h.row) for h in run
+        ]
+        return sorted(decayed, key=lambda h: -h.score)
 
     def idf(self, token: str) -> float:
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
@@ -253,6 +268,12 @@ def expand_query(query: str, feedback: list[str], terms: int = 6) -> str:
             first_form.setdefault(stems[0], word.lower().strip(".-"))
     extra = [first_form[stem] for stem, _ in counts.most_common(terms)]
     return " ".join([query, *extra]).strip()
+
+
+def _chunk_position(chunk_id: str) -> int:
+    """Position of a chunk within its section, from the `source#section:N` id."""
+    tail = chunk_id.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def _minmax(run: list[Hit]) -> dict[int, float]:

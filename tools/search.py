@@ -21,8 +21,10 @@ from tools.retrieval import (
 
 PIPELINE_FUSION: Fusion = "weighted"
 PIPELINE_DENSE_WEIGHT = 0.7
-"""Default fusion for `pipeline`: weighted min-max fusion leaning on dense, chosen by
-measurement on pyfaq (docs/evaluation.md) where plain RRF dragged dense down."""
+PIPELINE_POSITION_DECAY = 0.04
+"""The default pipeline: weighted min-max fusion leaning on dense (plain RRF dragged dense
+down), with later chunks of a section decayed. Chosen by measurement on pyfaq; the grid and
+the numbers are in docs/evaluation.md."""
 PIPELINE_RERANKER = "none"
 """Reranker of the default pipeline (see tools/rerank.py); `reranked` always uses `sentence`."""
 RERANK_DEPTH = 20
@@ -68,6 +70,7 @@ def run_stage(
             fusion=PIPELINE_FUSION,
             dense_weight=PIPELINE_DENSE_WEIGHT,
             extra_vectors=extra,
+            position_decay=PIPELINE_POSITION_DECAY,
         )
 
     if stage == "prf":
