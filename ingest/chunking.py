@@ -133,13 +133,12 @@ class Chunker:
         else:
             pieces = self._splitter(suffix, section.is_code, size).split_text(text)
         out: list[tuple[str, list[int] | None]] = []
-        cursor = 0
+        start, end = -1, 0
         for piece in pieces:
             if self.counter.count_tokens(f"{prefix}\n{piece}") > self.settings.max_tokens:
                 piece = self._hard_trim(prefix, piece)
-            start = text.find(piece[:80], max(0, cursor - len(piece)))
-            start = start if start >= 0 else cursor
-            cursor = start + len(piece)
+            start = _locate(text, piece, start, end)
+            end = start + len(piece)
             lines = None
             if section.line_start is not None:
                 first = (
@@ -159,6 +158,21 @@ class Chunker:
         ):
             words = words[: max(1, int(len(words) * 0.9))]
         return " ".join(words)
+
+
+def _locate(text: str, piece: str, previous_start: int, previous_end: int) -> int:
+    """Where `piece` starts in `text`, given where the piece before it lay.
+
+    Pieces come in order and either follow the previous one (after whitespace) or overlap
+    its tail, so repeated passages are placed at their own occurrence, not the first one.
+    """
+    following = previous_end
+    while following < len(text) and text[following].isspace():
+        following += 1
+    if text.startswith(piece, following):
+        return following
+    found = text.find(piece, previous_start + 1)
+    return found if found >= 0 else max(previous_end, 0)
 
 
 def _leading_lines(original: str, stripped: str) -> int:

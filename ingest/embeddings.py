@@ -63,12 +63,17 @@ class MiniLMEmbeddings(Embeddings):
         return len(self._counter.encode(text).ids)
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
-        """Embed texts as a float32 (n, 384) array; length-sorted batches waste less padding."""
+        """Embed texts as a float32 (n, 384) array, in batches of similar token count.
+
+        Sorting by tokens rather than characters matters: code and prose differ so much in
+        characters per token that character-sorted batches spent ~25% of the work on padding.
+        """
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        all_encodings = self._tokenizer.encode_batch(list(texts))
+        order = sorted(range(len(texts)), key=lambda i: len(all_encodings[i].ids))
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
-            encodings = self._tokenizer.encode_batch([texts[i] for i in batch])
+            encodings = [all_encodings[i] for i in batch]
             width = max(len(e.ids) for e in encodings)
             ids = np.zeros((len(batch), width), dtype=np.int64)
             mask = np.zeros((len(batch), width), dtype=np.int64)
@@ -126,10 +131,17 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-@lru_cache(maxsize=4)
 def load_embeddings(spec: str = "") -> IndexEmbeddings:
-    """Load an embedding model by `provider:model` string; empty means the offline default."""
-    if not spec or spec == DEFAULT_EMBEDDINGS:
+    """Load an embedding model by `provider:model` string; empty means the offline default.
+
+    "", no argument and the default's id name one model, so they share one cached instance.
+    """
+    return _load_embeddings(spec or DEFAULT_EMBEDDINGS)
+
+
+@lru_cache(maxsize=4)
+def _load_embeddings(spec: str) -> IndexEmbeddings:
+    if spec == DEFAULT_EMBEDDINGS:
         return MiniLMEmbeddings()
     from langchain.embeddings import init_embeddings
 

@@ -110,12 +110,20 @@ def discover(paths: list[Path], summary: IngestSummary) -> Iterator[SourceFile]:
                     summary.failed[source] = str(reason)
                     continue
                 if stat.S_ISDIR(mode):
-                    stack.append(path)
+                    if entry.is_symlink() and _is_ancestor(os.path.realpath(path), real):
+                        summary.failed[source] = "symlink loop: links back to a parent folder"
+                    else:
+                        stack.append(path)
                 elif stat.S_ISREG(mode):
                     if is_supported(path):
                         yield SourceFile(path, source)
                     else:
                         summary.skipped.append(source)
+
+
+def _is_ancestor(target: str, folder: str) -> bool:
+    """Whether `target` is `folder` or above it: descending there would never end."""
+    return os.path.commonpath([target, folder]) == target
 
 
 def _rel(path: Path, root: Path) -> str:
@@ -197,6 +205,10 @@ def ingest(
         if progress:
             progress("parse", done, len(sources))
         try:
+            size = item.path.stat().st_size
+            if size > max_bytes:  # refused before reading: a huge file must not fill memory
+                summary.failed[item.source] = f"file too large: {size} bytes > limit {max_bytes}"
+                continue
             data = item.path.read_bytes()
         except OSError as exc:
             summary.failed[item.source] = f"cannot read: {exc.strerror}"
@@ -254,12 +266,16 @@ def ingest(
     for i, (_, vec) in enumerate(kept):
         if vec is not None:
             vectors[i] = vec
+    texts = {r: embedding_text(kept[r][0]) for r in to_embed}
+    # Shortest first across the whole run, as embed_array orders one call: batches of 64 taken
+    # in file order mix short and long chunks and pad them all to the longest.
+    order = sorted(to_embed, key=lambda r: model.count_tokens(texts[r]))
     batch = 64
-    for start in range(0, len(to_embed), batch):
-        rows = to_embed[start : start + batch]
-        vectors[rows] = model.embed_array([embedding_text(kept[r][0]) for r in rows])
+    for start in range(0, len(order), batch):
+        group = order[start : start + batch]
+        vectors[group] = model.embed_array([texts[r] for r in group])
         if progress:
-            progress("embed", min(start + batch, len(to_embed)), len(to_embed))
+            progress("embed", min(start + batch, len(order)), len(order))
     summary.version = write_index(
         index_dir,
         chunks=[chunk for chunk, _ in kept],

@@ -130,6 +130,16 @@ def check_embeddings(
         )
 
 
+def _manifest_complete(manifest: Any) -> bool:
+    embedding = manifest.get("embedding") if isinstance(manifest, dict) else None
+    return (
+        isinstance(embedding, dict)
+        and isinstance(embedding.get("model"), str)
+        and isinstance(embedding.get("dimension"), int)
+        and isinstance(manifest.get("checksums"), dict)
+    )
+
+
 def load_index(
     root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
 ) -> Index:
@@ -151,6 +161,8 @@ def load_index(
             f"index {root} has format version {manifest.get('format_version')}, this Footnote "
             f"reads version {FORMAT_VERSION}: rebuild it with `footnote ingest --rebuild`"
         )
+    if not _manifest_complete(manifest):
+        raise IndexCorrupt(f"index {root}: the manifest lacks required fields; rebuild the index")
     check_embeddings(manifest, root, embedding_model, dimension)
     for name, expected in manifest["checksums"].items():
         target = vdir / name
@@ -159,17 +171,29 @@ def load_index(
                 f"index {root}: {name} is missing or does not match its checksum; the index "
                 "was modified or damaged. Rebuild it with `footnote ingest --rebuild`"
             )
-    chunks = [
-        Chunk.from_dict(json.loads(line))
-        for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
-        if line
-    ]
-    files = {
-        source: FileRecord(**record)
-        for source, record in json.loads((vdir / "files.json").read_text("utf-8")).items()
-    }
-    vectors = faiss.read_index(str(vdir / "vectors.faiss"))
-    bm25 = bm25s.BM25.load(str(vdir / "bm25"), load_corpus=False, allow_pickle=False)
+    # Checksums only prove the files match the manifest, which whoever wrote them may have
+    # forged too: anything that does not parse as what we write is reported as damage.
+    part = "chunks.jsonl"
+    try:
+        chunks = [
+            Chunk.from_dict(json.loads(line))
+            for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
+            if line
+        ]
+        part = "files.json"
+        files = {
+            source: FileRecord(**record)
+            for source, record in json.loads((vdir / "files.json").read_text("utf-8")).items()
+        }
+        part = "vectors.faiss"
+        vectors = faiss.read_index(str(vdir / "vectors.faiss"))
+        part = "bm25/"
+        bm25 = bm25s.BM25.load(str(vdir / "bm25"), load_corpus=False, allow_pickle=False)
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
+        raise IndexCorrupt(
+            f"index {root}: {part} cannot be read ({exc}); the index was modified or "
+            "damaged. Rebuild it with `footnote ingest --rebuild`"
+        ) from exc
     if vectors.ntotal != len(chunks):
         raise IndexCorrupt(f"index {root}: {vectors.ntotal} vectors for {len(chunks)} chunks")
     return Index(
@@ -195,6 +219,7 @@ def write_index(
     root = Path(root)
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
+    previous = current_version(root)
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
         with (staging / "chunks.jsonl").open("w", encoding="utf-8") as handle:
@@ -235,7 +260,7 @@ def write_index(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _prune(versions, keep={version})
+    _prune(versions, keep={version, previous} - {None})
     return version
 
 
@@ -254,15 +279,12 @@ def _fsync(path: Path) -> None:
         os.fsync(handle.fileno())
 
 
-def _prune(versions: Path, *, keep: set[str]) -> None:
-    """Drop old versions, keeping the previous one for readers that opened it a moment ago."""
-    built = sorted(
-        (p for p in versions.iterdir() if p.is_dir() and not p.name.startswith(".staging-")),
-        key=lambda p: p.stat().st_mtime,
-    )
-    for stale in built[:-2]:
-        if stale.name not in keep:
-            shutil.rmtree(stale, ignore_errors=True)
+def _prune(versions: Path, *, keep: set[str | None]) -> None:
+    """Drop every version but the live one and the one before it (a reader may have opened
+    it a moment ago); versions orphaned by a killed publish go too."""
+    for built in versions.iterdir():
+        if built.is_dir() and not built.name.startswith(".staging-") and built.name not in keep:
+            shutil.rmtree(built, ignore_errors=True)
     for leftover in versions.glob(".staging-*"):
         if time.time() - leftover.stat().st_mtime > 3600:
             shutil.rmtree(leftover, ignore_errors=True)

@@ -1,0 +1,67 @@
+"""Shared fixtures: the sample handbook, one index built from it, and a way to run the CLI.
+
+Building an index embeds text with the real offline model, which takes a second or two, so
+the handbook index is built once per session. Tests must treat it as read-only; a test that
+writes to an index builds its own under `tmp_path`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HANDBOOK = REPO / "samples" / "handbook"
+
+RunCli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="session")
+def handbook_dir() -> Path:
+    """The sample corpus in the repository; copy it before changing anything in it."""
+    return HANDBOOK
+
+
+@pytest.fixture(scope="session")
+def handbook_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An index of samples/handbook built with the default offline embeddings (read-only)."""
+    from ingest.pipeline import ingest
+
+    index = tmp_path_factory.mktemp("handbook") / "index"
+    summary = ingest([HANDBOOK], index)
+    assert not summary.failed, summary.failed
+    return index
+
+
+def footnote_command() -> list[str]:
+    """The installed `footnote` script next to this interpreter, else the module."""
+    script = Path(sys.executable).parent / "footnote"
+    if script.is_file() and os.access(script, os.X_OK):
+        return [str(script)]
+    found = shutil.which("footnote")
+    return [found] if found else [sys.executable, "-m", "footnote.cli"]
+
+
+@pytest.fixture(scope="session")
+def run_cli() -> RunCli:
+    """Run `footnote ARGS...` in a subprocess from the repository root; never raises on rc."""
+
+    def run(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+        env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+        env.pop("FOOTNOTE_INDEX", None)
+        return subprocess.run(
+            [*footnote_command(), *args],
+            cwd=REPO,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
+
+    return run
