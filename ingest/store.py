@@ -156,6 +156,8 @@ def load_index(
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise IndexCorrupt(f"index {root}: unreadable manifest ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise IndexCorrupt(f"index {root}: the manifest is not a JSON object")
     if manifest.get("format_version") != FORMAT_VERSION:
         raise IndexMismatch(
             f"index {root} has format version {manifest.get('format_version')}, this Footnote "
