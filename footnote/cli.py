@@ -230,6 +230,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_ask.add_commands(sub, default_index)
 
+    from footnote.evaluate import add_eval_command
+
+    add_eval_command(sub, default_index)
+
     return parser
 
 

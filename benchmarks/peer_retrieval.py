@@ -1,0 +1,61 @@
+"""The LangChain peer Footnote is compared with: the textbook hybrid retriever.
+
+`EnsembleRetriever(retrievers=[BM25Retriever, FAISS.as_retriever()], weights=[0.5, 0.5])`,
+built over the SAME chunks (their embedded text: title and heading path, then body) and the
+SAME MiniLM vectors as a Footnote index, so any difference comes from retrieval itself, not
+from chunking or the embedding model. The vectors are read from the index rather than
+re-embedded. Both retrievers keep LangChain's defaults otherwise (whitespace-split BM25 via
+rank_bm25, FAISS L2 distance), because that is what the peer is when people use it.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+from footnote.evaluate import StageRunner
+from ingest.chunking import embedding_text
+from tools.retrieval import Hit, Retriever
+
+
+def _ensemble_class() -> Any:
+    """EnsembleRetriever moved to langchain-classic in LangChain 1.x."""
+    try:
+        from langchain_classic.retrievers import EnsembleRetriever
+    except ImportError:  # LangChain 0.x
+        from langchain.retrievers import EnsembleRetriever  # type: ignore[no-redef]
+    return EnsembleRetriever
+
+
+def langchain_peer(retriever: Retriever, k: int = 100) -> StageRunner:
+    """A stage runner (query -> chunk hits) for the LangChain ensemble over this index."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        from langchain_community.retrievers import BM25Retriever
+        from langchain_community.vectorstores import FAISS
+
+    chunks = retriever.index.chunks
+    if not chunks:
+        return lambda query: []
+    texts = [embedding_text(chunk) for chunk in chunks]
+    metadatas = [{"row": row} for row in range(len(chunks))]
+    vectors = retriever.index.all_vectors().tolist()
+    keyword = BM25Retriever.from_texts(texts, metadatas=metadatas, k=k)
+    store = FAISS.from_embeddings(
+        text_embeddings=list(zip(texts, vectors, strict=True)),
+        embedding=retriever.embeddings,
+        metadatas=metadatas,
+    )
+    ensemble = _ensemble_class()(
+        retrievers=[keyword, store.as_retriever(search_kwargs={"k": k})], weights=[0.5, 0.5]
+    )
+
+    def run(query: str) -> Sequence[Hit]:
+        documents = ensemble.invoke(query)[:k]
+        return [
+            Hit(chunks[doc.metadata["row"]], 1.0 / rank, doc.metadata["row"])
+            for rank, doc in enumerate(documents, 1)
+        ]
+
+    return run

@@ -1,0 +1,449 @@
+"""`footnote eval`: measure every retrieval stage on a BEIR-layout dataset.
+
+The corpus goes through the normal ingest pipeline (each passage written as a small Markdown
+file, `# title` then text), so the numbers describe what `footnote search` and `footnote ask`
+actually retrieve, chunking and keyword tokenizer included. Ingest is incremental, so a second
+run reuses the cached index and embeds nothing. Metrics come from ranx, not hand-written code.
+
+Stages are plain callables (query -> ranked chunk hits), keyed by name, so experimental
+variants and peer systems can be measured by the same loop without editing this module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import re
+import sys
+import time
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ingest.pipeline import IngestSummary, Progress, ingest
+from ingest.store import IndexError_, current_version
+from tools.retrieval import STAGES, Caller, Hit, Retriever, get_retriever
+from tools.search import run_stage
+
+StageRunner = Callable[[str], Sequence[Hit]]
+"""One retrieval stage under test: a query in, chunk hits out, best first."""
+
+METRICS: tuple[str, ...] = ("recall@1", "recall@5", "recall@10", "recall@50", "mrr@10", "ndcg@10")
+DEFAULT_DEPTH = 100
+CACHE_DIR = ".footnote-cache"
+INDEX_DIR = ".footnote-index"
+EVAL_MARKER = "footnote-eval.json"
+"""Written into an index this harness owns; ingest would replace any other index's corpus."""
+
+_MARKDOWN_SYNTAX = re.compile(r"^ {0,3}(#{1,6}(\s|$)|`{3,}|~{3,}|-{3,}\s*$|={3,}\s*$)")
+
+
+@dataclass
+class BeirDataset:
+    """A BEIR dataset: corpus passages, the queries that have judgements, and the judgements."""
+
+    name: str
+    corpus: dict[str, dict[str, str]]
+    queries: dict[str, str]
+    qrels: dict[str, dict[str, int]]
+
+
+@dataclass
+class PreparedIndex:
+    """A dataset ingested into an index, with the way back from chunk sources to corpus ids."""
+
+    dataset: BeirDataset
+    index_dir: Path
+    source_to_id: dict[str, str]
+    summary: IngestSummary
+
+
+@dataclass
+class _StageRun:
+    run: dict[str, dict[str, float]] = field(default_factory=dict)
+    seconds: list[float] = field(default_factory=list)
+
+
+def _read_jsonl(path: Path) -> list[dict[str, Any]]:
+    with path.open(encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def load_beir(dataset_dir: str | Path, split: str = "test") -> BeirDataset:
+    """Read corpus.jsonl, queries.jsonl and qrels/<split>.tsv; only judged queries are kept."""
+    root = Path(dataset_dir)
+    for needed in ("corpus.jsonl", "queries.jsonl", f"qrels/{split}.tsv"):
+        if not (root / needed).is_file():
+            raise FileNotFoundError(f"{root} is not a BEIR dataset: {needed} is missing")
+    corpus = {
+        str(row["_id"]): {"title": str(row.get("title") or ""), "text": str(row.get("text") or "")}
+        for row in _read_jsonl(root / "corpus.jsonl")
+    }
+    qrels: dict[str, dict[str, int]] = {}
+    with (root / "qrels" / f"{split}.tsv").open(encoding="utf-8") as handle:
+        for number, line in enumerate(handle):
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) < 3 or (number == 0 and parts[0] == "query-id"):
+                continue
+            score = int(float(parts[2]))
+            if score > 0:
+                qrels.setdefault(parts[0], {})[parts[1]] = score
+    queries = {
+        str(row["_id"]): str(row["text"])
+        for row in _read_jsonl(root / "queries.jsonl")
+        if str(row["_id"]) in qrels
+    }
+    qrels = {qid: judged for qid, judged in qrels.items() if qid in queries}
+    return BeirDataset(name=root.resolve().name, corpus=corpus, queries=queries, qrels=qrels)
+
+
+def passage_filename(doc_id: str) -> str:
+    """A safe, stable, readable file name per corpus id; the hash keeps distinct ids distinct."""
+    readable = re.sub(r"[^A-Za-z0-9_-]+", "-", doc_id).strip("-")[:80] or "doc"
+    digest = hashlib.sha1(doc_id.encode("utf-8")).hexdigest()[:10]
+    return f"{readable}-{digest}.md"
+
+
+def render_passage(doc_id: str, title: str, text: str) -> str:
+    """Title as the one heading, then the text; lines Markdown would read as structure
+    (a `# comment` in code, a fence, a rule) are indented so the passage stays one section."""
+    heading = " ".join(title.split()) or doc_id
+    body = "\n".join(
+        f"    {line}" if _MARKDOWN_SYNTAX.match(line) else line for line in text.splitlines()
+    )
+    return f"# {heading}\n\n{body.strip()}\n"
+
+
+def write_passages(dataset: BeirDataset, docs_dir: Path) -> dict[str, str]:
+    """Mirror the corpus as Markdown files, touching only what changed; returns source -> id."""
+    docs_dir.mkdir(parents=True, exist_ok=True)
+    source_to_id: dict[str, str] = {}
+    for doc_id, doc in dataset.corpus.items():
+        name = passage_filename(doc_id)
+        source_to_id[name] = doc_id
+        path = docs_dir / name
+        content = render_passage(doc_id, doc["title"], doc["text"])
+        if not path.is_file() or path.read_text(encoding="utf-8") != content:
+            path.write_text(content, encoding="utf-8")
+    for stale in docs_dir.glob("*.md"):
+        if stale.name not in source_to_id:
+            stale.unlink()
+    return source_to_id
+
+
+def _check_owned(index_dir: Path, dataset_dir: Path) -> None:
+    """Refuse to ingest into an index this harness did not create: it would lose its corpus."""
+    marker = index_dir / EVAL_MARKER
+    if current_version(index_dir) is not None and not marker.is_file():
+        raise IndexError_(
+            f"{index_dir} holds an index that `footnote eval` did not build; evaluating into it "
+            "would replace its documents with the benchmark corpus. Choose another --index"
+        )
+    index_dir.mkdir(parents=True, exist_ok=True)
+    marker.write_text(json.dumps({"dataset": str(dataset_dir.resolve())}) + "\n", "utf-8")
+
+
+def prepare_index(
+    dataset_dir: str | Path,
+    index_dir: str | Path | None = None,
+    *,
+    progress: Progress | None = None,
+) -> PreparedIndex:
+    """Load the dataset and bring its index up to date (a no-op re-hash when nothing changed)."""
+    root = Path(dataset_dir)
+    dataset = load_beir(root)
+    target = Path(index_dir) if index_dir else root / INDEX_DIR
+    _check_owned(target, root)
+    docs_dir = root / CACHE_DIR / "docs"
+    source_to_id = write_passages(dataset, docs_dir)
+    (root / CACHE_DIR / "sources.json").write_text(
+        json.dumps(source_to_id, indent=1, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
+    )
+    summary = ingest([docs_dir], target, progress=progress)
+    return PreparedIndex(
+        dataset=dataset, index_dir=target, source_to_id=source_to_id, summary=summary
+    )
+
+
+def default_runners(
+    retriever: Retriever, stages: Sequence[str] = STAGES, k: int = DEFAULT_DEPTH
+) -> dict[str, StageRunner]:
+    """Footnote's own stages, searched as an admin with no filters (every chunk is eligible)."""
+    mask = retriever.mask(Caller(groups=frozenset(), admin=True))
+    unknown = [s for s in stages if s not in STAGES]
+    if unknown:
+        raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
+
+    def runner(stage: Any) -> StageRunner:
+        return lambda query: run_stage(retriever, query, k, mask, stage)
+
+    return {stage: runner(stage) for stage in stages}
+
+
+def rank_documents(
+    hits: Sequence[Hit], source_to_id: Mapping[str, str], k: int = DEFAULT_DEPTH
+) -> dict[str, float]:
+    """Chunk ranking -> document ranking: a document ranks where its best chunk ranks.
+
+    Scores are rank-derived (strictly decreasing), so stages with incomparable raw scores
+    are judged on order alone, which is all the metrics read.
+    """
+    ranked: dict[str, float] = {}
+    for hit in hits[:k]:
+        doc_id = source_to_id.get(hit.chunk.source)
+        if doc_id is not None and doc_id not in ranked:
+            ranked[doc_id] = float(k - len(ranked))
+    return ranked
+
+
+def _ranx_scores(
+    qrels: dict[str, dict[str, int]], run: dict[str, dict[str, float]], metrics: Sequence[str]
+) -> dict[str, float]:
+    from ranx import Qrels, Run, evaluate
+
+    answered = {qid: docs for qid, docs in run.items() if docs}
+    if not answered:  # ranx cannot hold an empty run; nothing retrieved scores zero
+        return dict.fromkeys(metrics, 0.0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        # make_comparable: queries a stage returned nothing for count as misses.
+        scores = evaluate(Qrels(qrels), Run(answered), list(metrics), make_comparable=True)
+    if isinstance(scores, dict):
+        return {name: float(value) for name, value in scores.items()}
+    return {metrics[0]: float(scores)}
+
+
+class StderrProgress:
+    """tqdm on a terminal, a plain line per ~10% otherwise; same call shape as ingest's."""
+
+    def __init__(self, enabled: bool = True) -> None:
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self._bars: dict[str, Any] = {}
+        self._last: dict[str, int] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if not self.enabled or total == 0:
+            return
+        if self.tty:
+            from tqdm import tqdm
+
+            bar = self._bars.get(stage)
+            if bar is None:
+                bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=False)
+            bar.update(done - bar.n)
+            if done >= total:
+                bar.close()
+                del self._bars[stage]
+            return
+        step = max(1, total // 10)
+        if done == total or done - self._last.get(stage, 0) >= step:
+            self._last[stage] = 0 if done == total else done
+            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
+
+
+def evaluate_stages(
+    dataset_dir: str | Path,
+    index_dir: str | Path | None = None,
+    stages: Sequence[str] | None = None,
+    k: int = DEFAULT_DEPTH,
+    *,
+    runners: Mapping[str, StageRunner] | None = None,
+    prepared: PreparedIndex | None = None,
+    limit_queries: int | None = None,
+    curve_depth: int = 0,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Ingest (cached), run every stage on every query, score with ranx.
+
+    `stages` names what to measure (default: all of `tools.retrieval.STAGES`, then any extra
+    `runners`); a name found in `runners` uses that callable, any other must be a built-in
+    stage. With `curve_depth` > 0 the result also holds recall@1..curve_depth per stage.
+    """
+    report = StderrProgress(progress)
+    if prepared is None:
+        prepared = prepare_index(dataset_dir, index_dir, progress=report)
+    runners = dict(runners or {})
+    names = list(stages) if stages else [*STAGES, *(n for n in runners if n not in STAGES)]
+    builtin = [n for n in names if n not in runners]
+    if builtin:
+        retriever = get_retriever(prepared.index_dir)
+        runners.update(default_runners(retriever, builtin, k))
+    dataset = prepared.dataset
+    queries = list(dataset.queries.items())[:limit_queries]
+    qrels = {qid: dataset.qrels[qid] for qid, _ in queries}
+    results: dict[str, _StageRun] = {}
+    for name in names:
+        runner = runners[name]
+        measured = results[name] = _StageRun()
+        if queries:
+            runner(queries[0][1])  # warm-up, so a lazy model load is not counted as latency
+        for done, (qid, query) in enumerate(queries, 1):
+            started = time.perf_counter()
+            hits = runner(query)
+            measured.seconds.append(time.perf_counter() - started)
+            measured.run[qid] = rank_documents(hits, prepared.source_to_id, k)
+            report(name, done, len(queries))
+
+    out: dict[str, Any] = {
+        "dataset": dataset.name,
+        "queries": len(queries),
+        "corpus": len(dataset.corpus),
+        "index": {
+            "path": str(prepared.index_dir),
+            "chunks": prepared.summary.chunks,
+            "embedded_chunks": prepared.summary.embedded_chunks,
+            "failed": len(prepared.summary.failed),
+        },
+        "stages": {},
+    }
+    curves: dict[str, list[float]] = {}
+    for name, measured in results.items():
+        scores = _ranx_scores(qrels, measured.run, METRICS) if queries else dict.fromkeys(
+            METRICS, 0.0
+        )
+        latency = 1000 * sum(measured.seconds) / max(1, len(measured.seconds))
+        out["stages"][name] = {**scores, "latency_ms": round(latency, 3)}
+        if curve_depth > 0 and queries:
+            cutoffs = [f"recall@{i}" for i in range(1, curve_depth + 1)]
+            at = _ranx_scores(qrels, measured.run, cutoffs)
+            curves[name] = [at[c] for c in cutoffs]
+    if curve_depth > 0:
+        out["recall_curves"] = curves
+    return out
+
+
+def markdown_table(result: Mapping[str, Any]) -> str:
+    """The result as a Markdown table, one row per stage."""
+    header = "| stage | R@1 | R@5 | R@10 | R@50 | MRR@10 | nDCG@10 | ms/query |"
+    lines = [
+        f"{result['dataset']}: {result['queries']} queries, {result['corpus']} passages",
+        "",
+        header,
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for name, scores in result["stages"].items():
+        cells = " | ".join(f"{scores[m]:.3f}" for m in METRICS)
+        lines.append(f"| {name} | {cells} | {scores['latency_ms']:.1f} |")
+    return "\n".join(lines)
+
+
+def plot_recall(curves: Mapping[str, Sequence[float]], path: str | Path, title: str) -> None:
+    """Recall@k for k = 1..N, one line per stage, saved as an image (no display needed)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(7, 4.5))
+    for name, values in curves.items():
+        axes.plot(range(1, len(values) + 1), values, label=name)
+    axes.set_xscale("log")
+    axes.set_xlabel("k (retrieved passages)")
+    axes.set_ylabel("recall@k")
+    axes.set_ylim(0, 1)
+    axes.set_title(title)
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
+def print_result(result: dict[str, Any], *, as_json: bool, plot: str | None) -> None:
+    """Shared output for the CLI and benchmark scripts: JSON or a table, and the plot."""
+    curves = result.pop("recall_curves", None)
+    if plot and curves:
+        plot_recall(curves, plot, f"{result['dataset']}: recall@k")
+    if as_json:
+        print(json.dumps(_finite(result), indent=2))
+    else:
+        print(markdown_table(result))
+
+
+def _finite(value: Any) -> Any:
+    """JSON has no NaN; a metric ranx cannot compute is reported as null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return value
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    index = args.index or str(Path(args.dataset) / INDEX_DIR)
+    if args.default_index and Path(index).resolve() == Path(args.default_index).resolve():
+        print(
+            f"footnote: refusing to evaluate into the default index {index}: ingest would "
+            "replace its documents with the benchmark corpus. Pass another --index",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        result = evaluate_stages(
+            args.dataset,
+            index,
+            args.stages or None,
+            limit_queries=args.limit_queries,
+            curve_depth=DEFAULT_DEPTH if args.plot else 0,
+            progress=not args.quiet,
+        )
+    except (FileNotFoundError, IndexError_, ValueError) as exc:
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
+    if result["index"]["failed"]:
+        print(
+            f"footnote: {result['index']['failed']} passages could not be indexed "
+            "(they count as never retrieved)",
+            file=sys.stderr,
+        )
+    print_result(result, as_json=args.json, plot=args.plot)
+    return 0
+
+
+def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argparse.ArgumentParser:
+    """Register `footnote eval` on the CLI's subparsers."""
+    p = subparsers.add_parser(
+        "eval",
+        help="measure retrieval stages on a BEIR dataset (recall, MRR, nDCG, latency)",
+        description=(
+            "Ingest DATASET_DIR's corpus.jsonl with the normal pipeline (cached: a second run "
+            "embeds nothing), run every query of qrels/test.tsv through each retrieval stage "
+            "(top 100 chunks, mapped back to passages) and report recall@1/5/10/50, MRR@10, "
+            "nDCG@10 (computed by ranx) and mean latency."
+        ),
+    )
+    p.add_argument(
+        "dataset",
+        metavar="DATASET_DIR",
+        help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv",
+    )
+    p.add_argument(
+        "--index", default=None, help=f"index directory (default: DATASET_DIR/{INDEX_DIR})"
+    )
+    p.add_argument(
+        "--stages",
+        nargs="+",
+        choices=list(STAGES),
+        default=None,
+        metavar="STAGE",
+        help=f"stages to measure (default: all of {', '.join(STAGES)})",
+    )
+    p.add_argument(
+        "--limit-queries",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the first N queries (quick checks)",
+    )
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.add_argument(
+        "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_eval, default_index=default_index())
+    return p
