@@ -44,7 +44,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     printed_answer = False
     try:
         for mode, payload in graph.stream(
-            request, context=context, stream_mode=["custom", "messages", "values"]
+            request,
+            {"run_name": "footnote ask", "metadata": {"index": args.index, "model": args.model}},
+            context=context,
+            stream_mode=["custom", "messages", "values"],
         ):
             if mode == "values":
                 final = payload

@@ -41,6 +41,14 @@ class SourceGrades(BaseModel):
     )
 
 
+def trace_metadata(context: Context, state: State | None = None) -> dict[str, Any]:
+    """What a LangSmith trace should show about a call: which index, model and attempt."""
+    meta: dict[str, Any] = {"index": context.index_dir, "model": context.model or "offline"}
+    if state is not None:
+        meta["attempt"] = state.attempts + 1
+    return meta
+
+
 def text_of(message: AnyMessage) -> str:
     content = message.content
     if isinstance(content, str):
@@ -187,7 +195,11 @@ class AnswerNodes:
                         )
                     )
                 ],
-                config={**INTERNAL, "run_name": "call_retriever"},
+                config={
+                    **INTERNAL,
+                    "run_name": "call_retriever",
+                    "metadata": trace_metadata(context, state),
+                },
             )
             if isinstance(response, AIMessage) and response.tool_calls:
                 message = response
@@ -245,7 +257,7 @@ class AnswerNodes:
             return fallback, None
         try:
             grader = model.with_structured_output(SourceGrades).with_config(
-                {**INTERNAL, "run_name": "grade_documents"}
+                {**INTERNAL, "run_name": "grade_documents", "metadata": trace_metadata(context)}
             )
             result = grader.invoke(
                 prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
@@ -289,7 +301,10 @@ class AnswerNodes:
                         )
                     ),
                 ],
-                config={"run_name": "generate", "metadata": {"sources": len(docs)}},
+                config={
+                    "run_name": "generate",
+                    "metadata": {**trace_metadata(context, state), "sources": len(docs)},
+                },
             )
             answer = text_of(response)
         else:
