@@ -63,14 +63,15 @@ def token_f1(answer: str, gold: str) -> float:
 
 
 def final_state(graph: Any, question: str, context: dict[str, Any]) -> dict[str, Any]:
-    state: dict[str, Any] = {}
-    for state in graph.stream(
+    """The full state at the end (invoke returns only the output fields)."""
+    final: dict[str, Any] = {}
+    for values in graph.stream(
         {"messages": [{"role": "user", "content": question}]},
         context=context,
         stream_mode="values",
     ):
-        pass
-    return state
+        final = values
+    return final
 
 
 def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]:

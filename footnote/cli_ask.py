@@ -6,8 +6,8 @@ import argparse
 import json
 import os
 import sys
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, cast
 
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:
@@ -22,33 +22,43 @@ def _print_sources(citations: list[dict[str, Any]]) -> None:
 
 def cmd_ask(args: argparse.Namespace) -> int:
     from langchain_core.exceptions import ModelError
+    from langchain_core.messages import HumanMessage
+    from langchain_core.runnables import RunnableConfig
 
+    from graph.context import Context
     from graph.graph import make_graph
+    from graph.state import InputState
     from ingest.store import IndexError_
 
-    context = {
-        "index_dir": args.index,
-        "model": args.model,
-        "model_base_url": args.base_url,
-        "embeddings": args.embeddings,
-        "hyde": args.hyde,
-        "web_search": args.web,
-        "retrieve_k": args.k,
-        "max_retrieval_attempts": args.attempts,
-        "user_groups": args.groups.split(",") if args.groups else ["everyone"],
-    }
+    context = Context(
+        index_dir=args.index,
+        model=args.model,
+        model_base_url=args.base_url,
+        embeddings=args.embeddings,
+        hyde=args.hyde,
+        web_search=args.web,
+        retrieve_k=args.k,
+        max_retrieval_attempts=args.attempts,
+        user_groups=args.groups.split(",") if args.groups else ["everyone"],
+    )
     graph = make_graph()
-    request = {"messages": [{"role": "user", "content": args.question}]}
+    request = InputState(messages=[HumanMessage(args.question)])
+    config: RunnableConfig = {
+        "run_name": "footnote ask",
+        "metadata": {"index": args.index, "model": args.model or "offline"},
+    }
     streaming = sys.stdout.isatty() and not args.json
     final: dict[str, Any] = {}
     printed_answer = False
     try:
-        for mode, payload in graph.stream(
-            request,
-            {"run_name": "footnote ask", "metadata": {"index": args.index, "model": args.model}},
-            context=context,
-            stream_mode=["custom", "messages", "values"],
-        ):
+        # With several stream modes, each item is a (mode, payload) pair.
+        events = cast(
+            Iterator[tuple[str, Any]],
+            graph.stream(
+                request, config, context=context, stream_mode=["custom", "messages", "values"]
+            ),
+        )
+        for mode, payload in events:
             if mode == "values":
                 final = payload
             elif mode == "custom" and not args.json and not args.quiet:

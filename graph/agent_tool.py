@@ -9,7 +9,7 @@ from langgraph.graph.state import CompiledStateGraph
 
 
 def answer_tool(
-    graph: CompiledStateGraph,
+    graph: CompiledStateGraph[Any, Any, Any, Any],
     *,
     context: dict[str, Any] | None = None,
     name: str = "ask_documents",

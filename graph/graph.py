@@ -25,7 +25,7 @@ def make_graph(
     chat_model: BaseChatModel | None = None,
     checkpointer: Checkpointer = None,
     name: str = "footnote",
-) -> CompiledStateGraph:
+) -> CompiledStateGraph[State, Context, InputState, OutputState]:
     """Build the answer graph; pass a checkpointer for conversations, a model to fix one."""
     nodes = AnswerNodes(chat_model)
     builder = StateGraph(

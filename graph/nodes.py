@@ -16,6 +16,7 @@ from langchain_core.messages import (
     SystemMessage,
     ToolMessage,
 )
+from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
@@ -27,8 +28,15 @@ from tools.documents import search_documents
 from tools.retrieval import get_retriever
 from tools.web import WebSearchError, search_web, web_search_available
 
-INTERNAL = {"tags": ["nostream", "footnote:internal"]}
-"""Config for LLM calls whose tokens are not the answer: they must not stream to the user."""
+
+def internal_call(name: str, metadata: dict[str, Any] | None = None) -> RunnableConfig:
+    """Config for LLM calls whose tokens are not the answer: they must not stream to the user."""
+    return {
+        "tags": ["nostream", "footnote:internal"],
+        "run_name": name,
+        "metadata": metadata or {},
+    }
+
 
 _RETRY_KWARGS_PROVIDERS = {"openai", "anthropic", "azure_openai", "groq", "mistralai", "xai"}
 
@@ -195,11 +203,7 @@ class AnswerNodes:
                         )
                     )
                 ],
-                config={
-                    **INTERNAL,
-                    "run_name": "call_retriever",
-                    "metadata": trace_metadata(context, state),
-                },
+                config=internal_call("call_retriever", trace_metadata(context, state)),
             )
             if isinstance(response, AIMessage) and response.tool_calls:
                 message = response
@@ -224,7 +228,7 @@ class AnswerNodes:
         grades, notice = self._grade(context, state.standalone_question, candidates)
         # Grades filter; they reorder only when a model gave them. The offline grade is a
         # coarser signal than the retrieval ranking it would otherwise overrule.
-        order = range(len(candidates))
+        order = list(range(len(candidates)))
         if self.chat_model(context) is not None:
             order = sorted(order, key=lambda i: -grades[i])
         kept = [candidates[i] for i in order if grades[i] >= context.grade_threshold][
@@ -257,7 +261,7 @@ class AnswerNodes:
             return fallback, None
         try:
             grader = model.with_structured_output(SourceGrades).with_config(
-                {**INTERNAL, "run_name": "grade_documents", "metadata": trace_metadata(context)}
+                internal_call("grade_documents", trace_metadata(context))
             )
             result = grader.invoke(
                 prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
@@ -335,7 +339,7 @@ class AnswerNodes:
         return update
 
     def _ask(self, model: BaseChatModel, prompt: str, name: str) -> str:
-        response = model.invoke([HumanMessage(prompt)], config={**INTERNAL, "run_name": name})
+        response = model.invoke([HumanMessage(prompt)], config=internal_call(name))
         return text_of(response).strip()
 
 

@@ -25,7 +25,7 @@ from tools.retrieval import Hit
 Reranker = Callable[[str, list[Hit]], list[Hit]]
 
 
-def _reorder(hits: list[Hit], scores: Sequence[float]) -> list[Hit]:
+def _reorder(hits: list[Hit], scores: Sequence[float] | np.ndarray) -> list[Hit]:
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
     return [Hit(hits[i].chunk, float(scores[i]), hits[i].row) for i in order]
 

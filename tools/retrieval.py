@@ -15,7 +15,7 @@ import datetime as dt
 import fnmatch
 import re
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -151,8 +151,11 @@ class Retriever:
         vector = self.query_vector(query) if isinstance(query, str) else query
         k = min(k, len(allowed))
         params = None
+        selector = None  # must outlive the search: faiss keeps only a raw pointer to it
         if len(allowed) < self._n:
-            params = faiss.SearchParameters(sel=faiss.IDSelectorBatch(allowed.astype(np.int64)))
+            selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
+            params = faiss.SearchParameters()
+            params.sel = selector
         scores, rows = self.index.vectors.search(
             vector[None, :].astype(np.float32), k, params=params
         )
@@ -186,23 +189,21 @@ class Retriever:
         dense_runs = [self.dense(v, depth, mask) for v in vectors]
         if position_decay:
             dense_runs = [self._decay(run, position_decay) for run in dense_runs]
-        if fusion == "rrf":
-            fused: Counter[int] = Counter()
-            for weight, run in [(1 - dense_weight, keyword)] + [
-                (dense_weight / len(dense_runs), r) for r in dense_runs
-            ]:
-                for rank, hit in enumerate(run):
-                    fused[hit.row] += weight / (rrf_k + rank + 1)
-        else:
-            fused = Counter()
-            for weight, run in [(1 - dense_weight, keyword)] + [
-                (dense_weight / len(dense_runs), r) for r in dense_runs
-            ]:
-                for row, score in _minmax(run).items():
-                    fused[row] += weight * score
-        return [
-            Hit(self.index.chunks[row], float(score), row) for row, score in fused.most_common(k)
+        fused: dict[int, float] = defaultdict(float)
+        runs = [(1 - dense_weight, keyword)] + [
+            (dense_weight / len(dense_runs), run) for run in dense_runs
         ]
+        for weight, run in runs:
+            scores = (
+                {hit.row: 1 / (rrf_k + rank + 1) for rank, hit in enumerate(run)}
+                if fusion == "rrf"
+                else _minmax(run)
+            )
+            for row, score in scores.items():
+                fused[row] += weight * score
+        best = sorted(fused.items(), key=lambda item: -item[1])[:k]
+        chunks = {hit.row: hit.chunk for _, run in runs for hit in run}
+        return [Hit(chunks[row], float(score), row) for row, score in best]
 
     def _decay(self, run: list[Hit], rate: float) -> list[Hit]:
         decayed = [
@@ -290,9 +291,17 @@ _cache_lock = threading.Lock()
 
 
 def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
-    """A process-wide retriever per index version, loaded once (and off any event loop)."""
+    """A process-wide retriever per index version, loaded once (and off any event loop).
+
+    A `postgresql://` URL gives a PostgresRetriever: same methods, searched in the database.
+    """
+    from ingest.backends import is_postgres
     from ingest.store import current_version
 
+    if is_postgres(index_dir):
+        from ingest.postgres_retriever import get_postgres_retriever
+
+        return get_postgres_retriever(str(index_dir), embeddings)
     path = str(Path(index_dir).resolve())
     key = (path, embeddings, current_version(Path(path)))
     with _cache_lock:
