@@ -8,7 +8,10 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-_CITATION = re.compile(r"\[(\d+(?:\s*,\s*\d+)*)\]")
+_CITATION = re.compile(r"(?<![\w\]\[])(?:\[\d+(?:\s*,\s*\d+)*\])+")
+"""A run of citations, `[1]`, `[1, 3]` or `[1][3]`, after a space or punctuation. Indexing in
+quoted code (`a[1]`, `m[0][2]`) follows a name or a bracket, so it is not a citation."""
+_NUMBERS = re.compile(r"\[([^\]]*)\]")
 
 
 def format_sources(documents: Sequence[Document]) -> str:
@@ -34,7 +37,11 @@ def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], 
     invalid: list[int] = []
 
     def keep(match: re.Match[str]) -> str:
-        numbers = [int(n) for n in re.split(r"\s*,\s*", match.group(1))]
+        numbers = [
+            int(n)
+            for group in _NUMBERS.findall(match.group(0))
+            for n in re.split(r"\s*,\s*", group)
+        ]
         good = [n for n in numbers if 1 <= n <= len(documents)]
         for n in numbers:
             target = valid if n in good else invalid
