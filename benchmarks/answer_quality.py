@@ -81,7 +81,7 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
     context = {"index_dir": str(prepared.index_dir), "model": model}
     queries = sorted(dataset.queries.items())[: limit or None]
     rows = []
-    grader_points: list[tuple[float, bool]] = []
+    grader_points: list[list[tuple[float, bool]]] = []
     started = time.perf_counter()
     for n, (qid, question) in enumerate(queries, 1):
         gold_ids = set(dataset.qrels.get(qid, {}))
@@ -91,10 +91,12 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
         given = {d.metadata["chunk_id"] for d in state.get("documents", [])}
         valid = all(c["chunk_id"] in given for c in state.get("citations", []))
         # The last retrieval round's candidates: what the threshold decided on.
-        for doc in state.get("candidates", []):
-            grader_points.append(
+        grader_points.append(
+            [
                 (grade(doc), prepared.source_to_id.get(doc.metadata["source"]) in gold_ids)
-            )
+                for doc in state.get("candidates", [])
+            ]
+        )
         gold_text = " ".join(dataset.corpus[g]["text"] for g in gold_ids)
         rows.append(
             {
@@ -148,9 +150,12 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
 
 
 def grader_table(
-    points: list[tuple[float, bool]], unanswerable: list[dict[str, Any]]
+    questions: list[list[tuple[float, bool]]], unanswerable: list[dict[str, Any]]
 ) -> list[dict[str, float]]:
-    """Precision/recall of `grade >= t` against gold candidates, and abstention it implies."""
+    """Per threshold: precision/recall of `grade >= t` over all candidates against gold, the
+    share of answerable questions that keep something (and keep their gold passage), and the
+    share of unanswerable questions that keep nothing (an honest "not covered")."""
+    points = [p for question in questions for p in question]
     relevant = sum(is_gold for _, is_gold in points)
     table = []
     for t in THRESHOLDS:
@@ -164,6 +169,12 @@ def grader_table(
                 "precision": precision,
                 "recall": recall,
                 "f1": 2 * precision * recall / (precision + recall) if hits else 0.0,
+                "answerable_answered": sum(any(g >= t for g, _ in q) for q in questions)
+                / len(questions),
+                "answerable_gold_kept": sum(
+                    any(g >= t and gold for g, gold in q) for q in questions
+                )
+                / len(questions),
                 "unanswerable_abstained": sum(u["best_grade"] < t for u in unanswerable)
                 / len(unanswerable),
             }
@@ -191,13 +202,15 @@ def markdown(result: dict[str, Any]) -> str:
         "",
         "Offline grader (0.6 x similarity + 0.4 x keyword coverage) against gold candidates:",
         "",
-        "| threshold | precision | recall | F1 | unanswerable abstained |",
-        "|---|---|---|---|---|",
+        "| threshold | precision | recall | F1 | answerable: answered | answerable: gold kept "
+        "| unanswerable: abstained |",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in result["grader"]:
         lines.append(
             f"| {row['threshold']:.2f} | {row['precision']:.3f} | {row['recall']:.3f} | "
-            f"{row['f1']:.3f} | {row['unanswerable_abstained']:.2f} |"
+            f"{row['f1']:.3f} | {row['answerable_answered']:.3f} | "
+            f"{row['answerable_gold_kept']:.3f} | {row['unanswerable_abstained']:.2f} |"
         )
     return "\n".join(lines)
 

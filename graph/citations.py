@@ -14,6 +14,12 @@ quoted code (`a[1]`, `m[0][2]`) follows a name or a bracket, so it is not a cita
 _NUMBERS = re.compile(r"\[([^\]]*)\]")
 
 
+def strip_citation_marks(text: str) -> str:
+    """Remove `[n]`-style marks from quoted source text (footnote references there point at
+    footnotes the reader does not have, and would be mistaken for our citations)."""
+    return re.sub(r"[ \t]{2,}", " ", _CITATION.sub("", text)).strip()
+
+
 def format_sources(documents: Sequence[Document]) -> str:
     """Numbered sources for the answer prompt, labelled so the model can tell them apart."""
     blocks = []

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 from langchain_core.documents import Document
 
+from graph.citations import strip_citation_marks
 from ingest.embeddings import IndexEmbeddings
 from ingest.text import keyword_tokens, split_sentences
 from tools.retrieval import expand_query
@@ -73,7 +74,9 @@ def extractive_answer(
     """
     candidates: list[tuple[int, int, str]] = []
     for number, doc in enumerate(documents, 1):
-        for position, sentence in enumerate(split_sentences(doc.page_content)):
+        for position, sentence in enumerate(
+            split_sentences(strip_citation_marks(doc.page_content))
+        ):
             # A question does not answer a question (FAQ titles, "See also ..." pointers).
             if len(sentence.split()) >= 3 and not sentence.rstrip(" .").endswith("?"):
                 candidates.append((number, position, sentence))

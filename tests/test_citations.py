@@ -41,3 +41,11 @@ def test_entries_name_the_cited_chunks() -> None:
             "kind": "document",
         }
     ]
+
+
+def test_footnote_marks_in_quoted_text_are_not_taken_for_citations() -> None:
+    from graph.citations import strip_citation_marks
+
+    quoted = strip_citation_marks("Floats are approximations [5] of reals; use a[1].")
+    assert quoted == "Floats are approximations of reals; use a[1]."
+    assert verify(f"{quoted} [1]", THREE) == (f"{quoted} [1]", [1], [])
