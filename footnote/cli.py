@@ -18,7 +18,8 @@ examples:
   footnote ask "How often do I have to change my API key?" --index .footnote/handbook
   footnote ask "..." --model openai:gpt-4.1-mini       # any init_chat_model string
 
-The index directory defaults to $FOOTNOTE_INDEX, else .footnote/index.
+The index directory defaults to $FOOTNOTE_INDEX, else .footnote/index. --index also takes
+a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 """
 
 
@@ -171,7 +172,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
     p.add_argument(
-        "--index", default=default_index(), help="index directory (default: %(default)s)"
+        "--index",
+        default=default_index(),
+        help="index directory or postgresql:// URL (default: %(default)s)",
     )
     p.add_argument(
         "--embeddings",
@@ -203,7 +206,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("query")
     p.add_argument(
-        "--index", default=default_index(), help="index directory (default: %(default)s)"
+        "--index",
+        default=default_index(),
+        help="index directory or postgresql:// URL (default: %(default)s)",
     )
     p.add_argument("-k", type=int, default=5, help="how many chunks (default: %(default)s)")
     p.add_argument(

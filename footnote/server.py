@@ -7,6 +7,8 @@ import os
 import sys
 from pathlib import Path
 
+from ingest.backends import is_postgres
+
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 _TRACING_KEYS = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
@@ -21,7 +23,9 @@ def server_environment(*, index_dir: str, tracing: bool = False) -> dict[str, st
     env = dict(os.environ)
     env.update(
         {
-            "FOOTNOTE_INDEX": str(Path(index_dir).resolve()),
+            "FOOTNOTE_INDEX": index_dir
+            if is_postgres(index_dir)
+            else str(Path(index_dir).resolve()),
             "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "LANGGRAPH_NO_VERSION_CHECK": "true",
             "TOKENIZERS_PARALLELISM": "false",

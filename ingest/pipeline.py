@@ -13,19 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from ingest.backends import is_postgres, open_backend
 from ingest.chunking import Chunker, ChunkSettings, embedding_text
 from ingest.documents import Chunk, ParseError
 from ingest.embeddings import load_embeddings
 from ingest.parsers import is_supported, parse_file
-from ingest.store import (
-    DEFAULT_ACCESS,
-    FileRecord,
-    IndexError_,
-    IndexMismatch,
-    current_version,
-    load_index,
-    write_index,
-)
+from ingest.store import DEFAULT_ACCESS, FileRecord, IndexMismatch
 
 DEFAULT_MAX_BYTES = 20_000_000
 Progress = Callable[[str, int, int], None]
@@ -162,8 +155,10 @@ def ingest(
     rebuild: bool = False,
     progress: Progress | None = None,
 ) -> IngestSummary:
-    """Bring the index at `index_dir` in line with `paths`: the given paths are the corpus."""
-    index_dir = Path(index_dir)
+    """Bring the index at `index_dir` (a directory or a `postgresql://` URL) in line with
+    `paths`: the given paths are the corpus."""
+    backend = open_backend(index_dir)
+    index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
     model = load_embeddings(embeddings)
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     default_access = default_access or list(DEFAULT_ACCESS)
@@ -179,11 +174,8 @@ def ingest(
         "default_access": default_access,
     }
     previous = None
-    if not rebuild and current_version(index_dir) is not None:
-        try:
-            previous = load_index(index_dir)
-        except IndexError_:
-            previous = None
+    if not rebuild:
+        previous = backend.previous()
         if previous is not None and (
             previous.manifest["embedding"] != manifest_settings["embedding"]
             or previous.manifest.get("chunking") != manifest_settings["chunking"]
@@ -197,9 +189,9 @@ def ingest(
                 )
             previous = None
 
-    old_vectors = previous.all_vectors() if previous else np.zeros((0, model.dimension))
     files: dict[str, FileRecord] = {}
-    kept: list[tuple[Chunk, np.ndarray | None]] = []
+    kept: list[tuple[Chunk, Any]] = []
+    """Every chunk of the new version with its vector: an array, STORED, or None (embed it)."""
     sources = list(discover([Path(p) for p in paths], summary))
     for done, item in enumerate(sources, 1):
         if progress:
@@ -216,11 +208,9 @@ def ingest(
         digest = hashlib.sha256(data).hexdigest()
         old = previous.files.get(item.source) if previous else None
         if previous is not None and old is not None and old.sha256 == digest:
-            rows = [previous.row(cid) for cid in old.chunk_ids]
-            if all(r is not None for r in rows):
-                for r in rows:
-                    assert r is not None
-                    kept.append((previous.chunks[r], old_vectors[r]))
+            reused = previous.lookup(old.chunk_ids, False)
+            if reused is not None:
+                kept.extend(reused)
                 files[item.source] = old
                 summary.unchanged.append(item.source)
                 continue
@@ -252,8 +242,7 @@ def ingest(
         # A file that failed this time keeps its last good chunks rather than vanishing.
         for source in sorted(set(previous.files) & set(summary.failed)):
             record = previous.files[source]
-            rows = [previous.row(cid) for cid in record.chunk_ids]
-            kept.extend((previous.chunks[r], old_vectors[r]) for r in rows if r is not None)
+            kept.extend(previous.lookup(record.chunk_ids, True) or [])
             files[source] = record
 
     to_embed = [i for i, (_, vec) in enumerate(kept) if vec is None]
@@ -262,10 +251,6 @@ def ingest(
     if not to_embed and previous is not None and not summary.deleted:
         summary.version = previous.version
         return summary
-    vectors = np.zeros((len(kept), model.dimension), dtype=np.float32)
-    for i, (_, vec) in enumerate(kept):
-        if vec is not None:
-            vectors[i] = vec
     texts = {r: embedding_text(kept[r][0]) for r in to_embed}
     # Shortest first across the whole run, as embed_array orders one call: batches of 64 taken
     # in file order mix short and long chunks and pad them all to the longest.
@@ -273,14 +258,15 @@ def ingest(
     batch = 64
     for start in range(0, len(order), batch):
         group = order[start : start + batch]
-        vectors[group] = model.embed_array([texts[r] for r in group])
+        embedded = np.asarray(model.embed_array([texts[r] for r in group]), dtype=np.float32)
+        for r, vector in zip(group, embedded, strict=True):
+            kept[r] = (kept[r][0], vector)
         if progress:
             progress("embed", min(start + batch, len(order)), len(order))
-    summary.version = write_index(
-        index_dir,
-        chunks=[chunk for chunk, _ in kept],
-        vectors=vectors,
+    summary.version = backend.publish(
+        entries=kept,
         files=files,
         manifest=manifest_settings,
+        embedding_dimension=model.dimension,
     )
     return summary

@@ -291,9 +291,17 @@ _cache_lock = threading.Lock()
 
 
 def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
-    """A process-wide retriever per index version, loaded once (and off any event loop)."""
+    """A process-wide retriever per index version, loaded once (and off any event loop).
+
+    A `postgresql://` URL gives a PostgresRetriever: same methods, searched in the database.
+    """
+    from ingest.backends import is_postgres
     from ingest.store import current_version
 
+    if is_postgres(index_dir):
+        from ingest.postgres_retriever import get_postgres_retriever
+
+        return get_postgres_retriever(str(index_dir), embeddings)
     path = str(Path(index_dir).resolve())
     key = (path, embeddings, current_version(Path(path)))
     with _cache_lock:

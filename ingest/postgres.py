@@ -1,0 +1,371 @@
+"""The PostgreSQL index backend: pgvector for dense search, full-text search for keywords.
+
+`--index postgresql://user@host:port/db?index=NAME` names a database and an index in it
+(NAME defaults to `footnote`). Each index is one table of chunks (text, JSONB metadata,
+access groups, an HNSW-indexed vector and a GIN-indexed tsvector) plus a table of source
+files; `footnote_indexes` holds each index's manifest and live version, and
+`footnote_schema` the schema version this module migrates to.
+
+An ingest is one transaction: chunks of changed and deleted files go, new chunks come, the
+files table and the manifest row are replaced, then COMMIT. A killed ingest rolls back and
+leaves the previous state; a reader's statement sees the old version or the new one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+import numpy as np
+
+from ingest.backends import STORED, PreviousState
+from ingest.chunking import embedding_text
+from ingest.documents import Chunk
+from ingest.store import FORMAT_VERSION, FileRecord, IndexError_, IndexNotFound
+from ingest.text import keyword_tokens
+
+SCHEMA_VERSION = 1
+TEXT_SEARCH_CONFIG = "english"
+DEFAULT_INDEX_NAME = "footnote"
+_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+class PostgresUnavailable(IndexError_):
+    """The database cannot be reached or lacks pgvector; the message says which."""
+
+
+@dataclass(frozen=True)
+class Location:
+    """A parsed `postgresql://` index URL: connection string and index name."""
+
+    conninfo: str
+    name: str
+
+    @property
+    def chunks(self) -> str:
+        return f"footnote_{self.name}_chunks"
+
+    @property
+    def files(self) -> str:
+        return f"footnote_{self.name}_files"
+
+
+def parse_location(url: str) -> Location:
+    """Split `?index=NAME` off a libpq URL; the rest goes to the driver untouched."""
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    names = [v for k, v in query if k == "index"]
+    name = names[-1] if names else DEFAULT_INDEX_NAME
+    if not _NAME.match(name):
+        raise IndexError_(
+            f"index name {name!r} in {redact(url)}: use lowercase letters, digits and _, "
+            "starting with a letter (at most 40)"
+        )
+    rest = urlencode([(k, v) for k, v in query if k != "index"])
+    return Location(conninfo=urlunsplit(parts._replace(query=rest)), name=name)
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+_pools: dict[str, Any] = {}
+_pools_lock = threading.Lock()
+
+
+def pool(conninfo: str) -> Any:
+    """One connection pool per database per process, shared by ingest and every reader."""
+    from psycopg_pool import ConnectionPool
+
+    with _pools_lock:
+        found = _pools.get(conninfo)
+        if found is None:
+            found = ConnectionPool(
+                conninfo,
+                min_size=1,
+                max_size=int(os.environ.get("FOOTNOTE_PG_POOL", "8")),
+                open=False,
+                name="footnote",
+                # No server-side prepared statements: a plan cached while the exact-search
+                # fallback had index scans off would otherwise be reused by later searches.
+                kwargs={"prepare_threshold": None},
+            )
+            try:
+                found.open(wait=True, timeout=15)
+            except Exception as exc:
+                found.close()
+                raise PostgresUnavailable(
+                    f"cannot connect to PostgreSQL at {redact(conninfo)}: {exc}"
+                ) from exc
+            _pools[conninfo] = found
+        return found
+
+
+def close_pools() -> None:
+    with _pools_lock:
+        for found in _pools.values():
+            found.close()
+        _pools.clear()
+
+
+MIGRATIONS: dict[int, list[str]] = {
+    1: [
+        "CREATE EXTENSION IF NOT EXISTS vector",
+        """CREATE TABLE IF NOT EXISTS footnote_indexes (
+            name text PRIMARY KEY,
+            version text NOT NULL,
+            manifest jsonb NOT NULL,
+            updated_at timestamptz NOT NULL DEFAULT now())""",
+    ],
+}
+"""Schema changes by version; each runs once, in order, recorded in footnote_schema."""
+
+
+def migrate(conn: Any) -> None:
+    """Bring the shared tables to SCHEMA_VERSION; an advisory lock serialises migrators."""
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(72450001)")
+        conn.execute(
+            "CREATE TABLE IF NOT EXISTS footnote_schema ("
+            "version int PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        row = conn.execute("SELECT coalesce(max(version), 0) FROM footnote_schema").fetchone()
+        current = int(row[0])
+        if current > SCHEMA_VERSION:
+            raise IndexError_(
+                f"the database has Footnote schema version {current}; this Footnote knows "
+                f"{SCHEMA_VERSION}: upgrade Footnote"
+            )
+        for version in range(current + 1, SCHEMA_VERSION + 1):
+            for statement in MIGRATIONS[version]:
+                conn.execute(statement)
+            conn.execute("INSERT INTO footnote_schema (version) VALUES (%s)", (version,))
+
+
+def _create_index_tables(conn: Any, where: Location, dimension: int) -> None:
+    conn.execute(
+        f"""CREATE TABLE {where.chunks} (
+            row_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            chunk_id text NOT NULL UNIQUE,
+            source text NOT NULL,
+            section text NOT NULL,
+            position int NOT NULL,
+            chunk_date date,
+            metadata jsonb NOT NULL,
+            access text[],
+            doc jsonb NOT NULL,
+            body text NOT NULL,
+            terms text[] NOT NULL,
+            tsv tsvector GENERATED ALWAYS AS (to_tsvector('{TEXT_SEARCH_CONFIG}', body)) STORED,
+            embedding vector({int(dimension)}) NOT NULL)"""
+    )
+    conn.execute(
+        f"CREATE INDEX {where.chunks}_hnsw ON {where.chunks} USING hnsw (embedding vector_ip_ops)"
+    )
+    conn.execute(f"CREATE INDEX {where.chunks}_tsv ON {where.chunks} USING gin (tsv)")
+    conn.execute(f"CREATE INDEX {where.chunks}_terms ON {where.chunks} USING gin (terms)")
+    conn.execute(f"CREATE INDEX {where.chunks}_access ON {where.chunks} USING gin (access)")
+    conn.execute(f"CREATE INDEX {where.chunks}_source ON {where.chunks} (source)")
+    conn.execute(f"CREATE TABLE {where.files} (source text PRIMARY KEY, record jsonb NOT NULL)")
+
+
+def _table_exists(conn: Any, table: str) -> bool:
+    row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (table,)).fetchone()
+    return bool(row[0])
+
+
+def vector_literal(vector: np.ndarray) -> str:
+    return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
+
+
+def valid_access(access: Any) -> list[str] | None:
+    """Stored groups, or NULL: malformed access (see Caller.may_see) matches no group."""
+    if not isinstance(access, list) or not access:
+        return None
+    if not all(isinstance(g, str) and g for g in access):
+        return None
+    return list(access)
+
+
+def chunk_date(value: str | None) -> dt.date | None:
+    try:
+        return dt.date.fromisoformat(str(value)[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def chunk_position(chunk_id: str) -> int:
+    tail = chunk_id.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
+
+
+def read_manifest(conn: Any, where: Location) -> tuple[str, dict[str, Any]] | None:
+    if not _table_exists(conn, "footnote_indexes"):
+        return None
+    row = conn.execute(
+        "SELECT version, manifest FROM footnote_indexes WHERE name = %s", (where.name,)
+    ).fetchone()
+    if row is None or not _table_exists(conn, where.chunks):
+        return None
+    return str(row[0]), dict(row[1])
+
+
+class PostgresBackend:
+    """The write side of a PostgreSQL index (see the module docstring)."""
+
+    def __init__(self, url: str) -> None:
+        self.location = url
+        self.where = parse_location(url)
+
+    @contextmanager
+    def connection(self) -> Iterator[Any]:
+        with pool(self.where.conninfo).connection() as conn:
+            yield conn
+
+    def previous(self) -> PreviousState | None:
+        with self.connection() as conn:
+            found = read_manifest(conn, self.where)
+            if found is None:
+                return None
+            version, manifest = found
+            if manifest.get("format_version") != FORMAT_VERSION:
+                return None
+            rows = conn.execute(f"SELECT source, record FROM {self.where.files}").fetchall()
+        files = {str(s): FileRecord(**r) for s, r in rows}
+        return PreviousState(version=version, manifest=manifest, files=files, lookup=self._lookup)
+
+    def _lookup(self, ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
+        with self.connection() as conn:
+            rows = conn.execute(
+                f"SELECT chunk_id, doc FROM {self.where.chunks} WHERE chunk_id = ANY(%s)",
+                (ids,),
+            ).fetchall()
+        docs = {str(cid): doc for cid, doc in rows}
+        if not partial and len(docs) < len(set(ids)):
+            return None
+        return [(Chunk.from_dict(docs[cid]), STORED) for cid in ids if cid in docs]
+
+    def publish(
+        self,
+        *,
+        entries: list[tuple[Chunk, Any]],
+        files: dict[str, FileRecord],
+        manifest: dict[str, Any],
+        embedding_dimension: int,
+    ) -> str:
+        where = self.where
+        version = (
+            time.strftime("v%Y%m%dT%H%M%S", time.gmtime())
+            + f"-{os.getpid()}-"
+            + (os.urandom(3).hex())
+        )
+        keep = [chunk.id for chunk, vec in entries if vec is STORED]
+        fresh = [(chunk, vec) for chunk, vec in entries if vec is not STORED]
+        with self.connection() as conn:
+            migrate(conn)
+            with conn.transaction():
+                # One ingest at a time per index; readers are never blocked.
+                conn.execute("SELECT pg_advisory_xact_lock(72450002, hashtext(%s))", (where.name,))
+                found = read_manifest(conn, where)
+                same_shape = (
+                    found is not None
+                    and found[1].get("embedding", {}).get("dimension") == embedding_dimension
+                    and found[1].get("format_version") == FORMAT_VERSION
+                )
+                if not same_shape:
+                    if keep:
+                        raise IndexError_(
+                            f"index {where.name!r} changed while this ingest ran: run it again"
+                        )
+                    conn.execute(f"DROP TABLE IF EXISTS {where.chunks}")
+                    conn.execute(f"DROP TABLE IF EXISTS {where.files}")
+                    _create_index_tables(conn, where, embedding_dimension)
+                else:  # DELETE, not TRUNCATE: readers keep reading the old rows meanwhile
+                    conn.execute(
+                        f"DELETE FROM {where.chunks} WHERE NOT (chunk_id = ANY(%s))", (keep,)
+                    )
+                    row = conn.execute(f"SELECT count(*) FROM {where.chunks}").fetchone()
+                    if int(row[0]) != len(set(keep)):  # another ingest won the race: roll back
+                        raise IndexError_(
+                            f"index {where.name!r} changed while this ingest ran: run it again"
+                        )
+                    conn.execute(f"DELETE FROM {where.files}")
+                self._copy_chunks(conn, fresh)
+                with conn.cursor().copy(f"COPY {where.files} (source, record) FROM STDIN") as cp:
+                    for source, record in sorted(files.items()):
+                        cp.write_row((source, json.dumps(record.__dict__)))
+                full = {
+                    **manifest,
+                    "format_version": FORMAT_VERSION,
+                    "backend": "postgresql",
+                    "schema_version": SCHEMA_VERSION,
+                    "text_search_config": TEXT_SEARCH_CONFIG,
+                    "counts": {"files": len(files), "chunks": len(entries)},
+                    "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                }
+                conn.execute(
+                    "INSERT INTO footnote_indexes (name, version, manifest) "
+                    "VALUES (%s, %s, %s::jsonb) ON CONFLICT (name) DO UPDATE SET "
+                    "version = excluded.version, manifest = excluded.manifest, updated_at = now()",
+                    (where.name, version, json.dumps(full)),
+                )
+            conn.execute(f"ANALYZE {where.chunks}")
+        return version
+
+    def _copy_chunks(self, conn: Any, fresh: list[tuple[Chunk, Any]]) -> None:
+        columns = (
+            "chunk_id, source, section, position, chunk_date, metadata, access, doc, body, "
+            "terms, embedding"
+        )
+        with conn.cursor().copy(f"COPY {self.where.chunks} ({columns}) FROM STDIN") as cp:
+            for chunk, vector in fresh:
+                body = embedding_text(chunk)
+                cp.write_row(
+                    (
+                        chunk.id,
+                        chunk.source,
+                        chunk.section,
+                        chunk_position(chunk.id),
+                        chunk_date(chunk.date),
+                        json.dumps(chunk.metadata),
+                        valid_access(chunk.access),
+                        json.dumps(chunk.to_dict(), ensure_ascii=False),
+                        body,
+                        sorted(set(keyword_tokens(body))),
+                        vector_literal(np.asarray(vector)),
+                    )
+                )
+
+
+def drop_index(url: str) -> None:
+    """Remove an index's tables and manifest row (tests and benchmarks clean up with it)."""
+    where = parse_location(url)
+    with pool(where.conninfo).connection() as conn, conn.transaction():
+        conn.execute(f"DROP TABLE IF EXISTS {where.chunks}")
+        conn.execute(f"DROP TABLE IF EXISTS {where.files}")
+        if _table_exists(conn, "footnote_indexes"):
+            conn.execute("DELETE FROM footnote_indexes WHERE name = %s", (where.name,))
+
+
+def require_index(conn: Any, where: Location, url: str) -> tuple[str, dict[str, Any]]:
+    found = read_manifest(conn, where)
+    if found is None:
+        raise IndexNotFound(
+            f"no index {where.name!r} at {redact(url)}: build one with "
+            f"`footnote ingest PATH --index {redact(url)}`"
+        )
+    return found

