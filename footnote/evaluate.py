@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ingest.backends import is_postgres, open_backend
 from ingest.pipeline import IngestSummary, Progress, ingest
 from ingest.store import IndexError_, current_version
 from tools.retrieval import STAGES, Caller, Hit, Retriever, get_retriever
@@ -57,7 +58,8 @@ class PreparedIndex:
     """A dataset ingested into an index, with the way back from chunk sources to corpus ids."""
 
     dataset: BeirDataset
-    index_dir: Path
+    index_dir: str | Path
+    """A directory, or a `postgresql://` URL."""
     source_to_id: dict[str, str]
     summary: IngestSummary
 
@@ -135,8 +137,21 @@ def write_passages(dataset: BeirDataset, docs_dir: Path) -> dict[str, str]:
     return source_to_id
 
 
-def _check_owned(index_dir: Path, dataset_dir: Path) -> None:
-    """Refuse to ingest into an index this harness did not create: it would lose its corpus."""
+def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> None:
+    """Refuse to ingest into an index this harness did not create: it would lose its corpus.
+
+    A directory carries a marker file; a database index is ours when it is empty or holds
+    nothing but this dataset's passage files.
+    """
+    if is_postgres(index):
+        previous = open_backend(index).previous()
+        if previous is not None and not set(previous.files) <= passages:
+            raise IndexError_(
+                f"{index} holds documents that are not this benchmark's passages; evaluating "
+                "into it would replace them. Choose another ?index= name"
+            )
+        return
+    index_dir = Path(index)
     marker = index_dir / EVAL_MARKER
     if current_version(index_dir) is not None and not marker.is_file():
         raise IndexError_(
@@ -156,8 +171,10 @@ def prepare_index(
     """Load the dataset and bring its index up to date (a no-op re-hash when nothing changed)."""
     root = Path(dataset_dir)
     dataset = load_beir(root)
-    target = Path(index_dir) if index_dir else root / INDEX_DIR
-    _check_owned(target, root)
+    target: str | Path = root / INDEX_DIR
+    if index_dir:
+        target = str(index_dir) if is_postgres(index_dir) else Path(index_dir)
+    _check_owned(target, root, {passage_filename(doc_id) for doc_id in dataset.corpus})
     docs_dir = root / CACHE_DIR / "docs"
     source_to_id = write_passages(dataset, docs_dir)
     (root / CACHE_DIR / "sources.json").write_text(
@@ -303,8 +320,8 @@ def evaluate_stages(
     }
     curves: dict[str, list[float]] = {}
     for name, measured in results.items():
-        scores = _ranx_scores(qrels, measured.run, METRICS) if queries else dict.fromkeys(
-            METRICS, 0.0
+        scores = (
+            _ranx_scores(qrels, measured.run, METRICS) if queries else dict.fromkeys(METRICS, 0.0)
         )
         latency = 1000 * sum(measured.seconds) / max(1, len(measured.seconds))
         out["stages"][name] = {**scores, "latency_ms": round(latency, 3)}
@@ -374,9 +391,15 @@ def _finite(value: Any) -> Any:
     return value
 
 
+def _same_index(a: str, b: str) -> bool:
+    if is_postgres(a) or is_postgres(b):
+        return a == b
+    return Path(a).resolve() == Path(b).resolve()
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
     index = args.index or str(Path(args.dataset) / INDEX_DIR)
-    if args.default_index and Path(index).resolve() == Path(args.default_index).resolve():
+    if args.default_index and _same_index(index, args.default_index):
         print(
             f"footnote: refusing to evaluate into the default index {index}: ingest would "
             "replace its documents with the benchmark corpus. Pass another --index",

@@ -416,3 +416,26 @@ def test_ingest_that_lost_a_race_rolls_back(pg_server: PgServer, handbook_dir: P
     assert retriever.version == before.version  # type: ignore[attr-defined]
     admin = retriever.mask(Caller(groups=frozenset(), admin=True))
     assert len(run_stage(retriever, "keys", 100, admin, "dense")) == before.chunks
+
+
+def test_eval_on_postgres_matches_files(pg_server: PgServer, tmp_path: Path) -> None:
+    """`footnote eval` with a postgresql:// index: same dataset, same stages, same metrics
+    as the directory index for the dense stage (both exact or near-exact at this size)."""
+    from footnote.evaluate import evaluate_stages
+    from ingest.store import IndexError_
+
+    fixture = Path(__file__).parent / "fixtures" / "beir_tiny"
+    dataset = tmp_path / "beir_tiny"
+    shutil.copytree(fixture, dataset)
+    url = f"{pg_server.url}?index=eval_tiny"
+    on_postgres = evaluate_stages(dataset, url, ["dense", "pipeline"], progress=False)
+    on_files = evaluate_stages(dataset, None, ["dense", "pipeline"], progress=False)
+    assert set(on_postgres["stages"]) == {"dense", "pipeline"}
+    assert on_postgres["stages"]["dense"]["recall@5"] == on_files["stages"]["dense"]["recall@5"]
+    assert on_postgres["index"]["chunks"] == on_files["index"]["chunks"]
+    again = evaluate_stages(dataset, url, ["dense"], progress=False)
+    assert again["index"]["embedded_chunks"] == 0
+
+    ingest([Path(__file__).parents[1] / "samples" / "handbook"], f"{pg_server.url}?index=users")
+    with pytest.raises(IndexError_, match="not this benchmark"):
+        evaluate_stages(dataset, f"{pg_server.url}?index=users", ["dense"], progress=False)
