@@ -117,8 +117,10 @@ def _describe(event: dict[str, Any]) -> str:
 def cmd_serve(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
+    import tempfile
+    from pathlib import Path
 
-    from footnote.server import PROJECT_ROOT, server_command, server_environment
+    from footnote.server import PROJECT_ROOT, server_command, server_config, server_environment
 
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
@@ -128,13 +130,21 @@ def cmd_serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    env = server_environment(index_dir=args.index, tracing=args.tracing)
-    command = server_command(host=args.host, port=args.port)
+    env = server_environment(
+        index_dir=args.index, tracing=args.tracing, checkpoint_url=args.checkpoint_url
+    )
     url = f"http://{args.host}:{args.port}"
     print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
     print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
-    # langgraph dev resolves langgraph.json's paths against its working directory.
-    return subprocess.call(command, env=env, cwd=PROJECT_ROOT)
+    if args.checkpoint_url:
+        print("Threads are kept in PostgreSQL.")
+    with tempfile.TemporaryDirectory() as scratch:
+        config = server_config(
+            postgres_checkpoints=bool(args.checkpoint_url), directory=Path(scratch)
+        )
+        command = server_command(host=args.host, port=args.port, config=config)
+        # langgraph dev resolves langgraph.json's paths against its working directory.
+        return subprocess.call(command, env=env, cwd=PROJECT_ROOT)
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
@@ -191,6 +201,13 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     )
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=2024)
+    p.add_argument(
+        "--checkpoint-url",
+        default=os.environ.get("FOOTNOTE_CHECKPOINT_URL", ""),
+        metavar="POSTGRESQL_URL",
+        help="keep conversation threads in PostgreSQL (default: $FOOTNOTE_CHECKPOINT_URL; "
+        "unset: in memory)",
+    )
     p.add_argument(
         "--tracing", action="store_true", help="send traces to LangSmith (needs LANGSMITH_API_KEY)"
     )

@@ -3,18 +3,22 @@ used by `footnote serve` and by the integration tests."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
 
 from ingest.backends import is_postgres
+from ingest.postgres_checkpoint import CHECKPOINT_URL_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 _TRACING_KEYS = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
 
 
-def server_environment(*, index_dir: str, tracing: bool = False) -> dict[str, str]:
+def server_environment(
+    *, index_dir: str, tracing: bool = False, checkpoint_url: str = ""
+) -> dict[str, str]:
     """Quiet and offline by default: no analytics, no version check, no tracing.
 
     With a LangSmith key in the environment the server turns tracing on by itself, so the
@@ -31,6 +35,8 @@ def server_environment(*, index_dir: str, tracing: bool = False) -> dict[str, st
             "TOKENIZERS_PARALLELISM": "false",
         }
     )
+    if checkpoint_url:
+        env[CHECKPOINT_URL_ENV] = checkpoint_url
     if tracing:
         env["LANGSMITH_TRACING"] = "true"
     else:
@@ -40,7 +46,20 @@ def server_environment(*, index_dir: str, tracing: bool = False) -> dict[str, st
     return env
 
 
-def server_command(*, host: str, port: int) -> list[str]:
+def server_config(*, postgres_checkpoints: bool, directory: Path) -> Path:
+    """The langgraph.json to serve: the project's own, or a copy that keeps threads in
+    PostgreSQL (the saver reads its database from $FOOTNOTE_CHECKPOINT_URL)."""
+    config = PROJECT_ROOT / "langgraph.json"
+    if not postgres_checkpoints:
+        return config
+    data = json.loads(config.read_text(encoding="utf-8"))
+    data["checkpointer"] = {"path": "./ingest/postgres_checkpoint.py:server_checkpointer"}
+    target = directory / "langgraph.postgres.json"
+    target.write_text(json.dumps(data, indent=2), encoding="utf-8")
+    return target
+
+
+def server_command(*, host: str, port: int, config: Path | None = None) -> list[str]:
     langgraph = Path(sys.executable).with_name("langgraph")
     return [
         str(langgraph) if langgraph.exists() else "langgraph",
@@ -52,5 +71,5 @@ def server_command(*, host: str, port: int) -> list[str]:
         "--port",
         str(port),
         "--config",
-        str(PROJECT_ROOT / "langgraph.json"),
+        str(config or PROJECT_ROOT / "langgraph.json"),
     ]

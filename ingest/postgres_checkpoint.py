@@ -2,7 +2,7 @@
 
 The server loads a custom checkpointer from `langgraph.json`:
 
-    "checkpointer": {"path": "ingest.postgres_checkpoint:server_checkpointer"}
+    "checkpointer": {"path": "./ingest/postgres_checkpoint.py:server_checkpointer"}
 
 and `server_checkpointer` reads the database from $FOOTNOTE_CHECKPOINT_URL. It can be the
 same database as a `postgresql://` index; the saver's own tables (`checkpoints`, ...) are

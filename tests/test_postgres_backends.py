@@ -439,3 +439,53 @@ def test_eval_on_postgres_matches_files(pg_server: PgServer, tmp_path: Path) -> 
     ingest([Path(__file__).parents[1] / "samples" / "handbook"], f"{pg_server.url}?index=users")
     with pytest.raises(IndexError_, match="not this benchmark"):
         evaluate_stages(dataset, f"{pg_server.url}?index=users", ["dense"], progress=False)
+
+
+def test_served_threads_survive_a_restart_in_postgres(
+    pg_server: PgServer, handbook_index: Path, tmp_path: Path
+) -> None:
+    """`footnote serve --checkpoint-url`: the server keeps threads in PostgreSQL, so a
+    conversation is still there after the server process is replaced."""
+    import subprocess
+
+    from langgraph_sdk import get_sync_client
+
+    from footnote.server import PROJECT_ROOT, server_command, server_config, server_environment
+    from tests.test_server import HOST, free_port, stop, wait_until_ready
+
+    config = server_config(postgres_checkpoints=True, directory=tmp_path)
+    env = server_environment(index_dir=str(handbook_index), checkpoint_url=pg_server.url)
+
+    def serve(log: Path) -> tuple[subprocess.Popen[bytes], str]:
+        port = free_port()
+        with log.open("wb") as sink:
+            process = subprocess.Popen(
+                server_command(host=HOST, port=port, config=config),
+                env=env,
+                cwd=PROJECT_ROOT,
+                stdout=sink,
+                stderr=subprocess.STDOUT,
+            )
+        url = f"http://{HOST}:{port}"
+        wait_until_ready(url, process, log)
+        return process, url
+
+    process, url = serve(tmp_path / "first.log")
+    try:
+        client = get_sync_client(url=url)
+        thread = client.threads.create()
+        client.runs.wait(
+            thread["thread_id"],
+            "footnote",
+            input={"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
+        )
+    finally:
+        stop(process)
+    process, url = serve(tmp_path / "second.log")
+    try:
+        state = get_sync_client(url=url).threads.get_state(thread["thread_id"])
+    finally:
+        stop(process)
+    messages = state["values"]["messages"]
+    assert messages[0]["content"] == API_KEY_QUESTION
+    assert "90 days" in messages[-1]["content"]
