@@ -17,6 +17,7 @@ import signal
 import string
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -50,12 +51,13 @@ def version_dir(index_dir: Path) -> Path:
 def wait_for(condition: Callable[[], bool], proc: subprocess.Popen[bytes], timeout: float) -> bool:
     """Poll until `condition` holds; False if the process ended first. Fails on timeout."""
     deadline = time.monotonic() + timeout
+    pause = threading.Event()
     while time.monotonic() < deadline:
         if condition():
             return True
         if proc.poll() is not None:
             return condition()
-        time.sleep(0.001)
+        pause.wait(0.001)
     pytest.fail(f"condition not reached within {timeout}s")
 
 
