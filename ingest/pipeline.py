@@ -190,8 +190,8 @@ def ingest(
             previous = None
 
     files: dict[str, FileRecord] = {}
+    # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
     kept: list[tuple[Chunk, Any]] = []
-    """Every chunk of the new version with its vector: an array, STORED, or None (embed it)."""
     sources = list(discover([Path(p) for p in paths], summary))
     for done, item in enumerate(sources, 1):
         if progress:
