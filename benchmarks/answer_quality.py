@@ -30,10 +30,10 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from footnote.evaluate import prepare_index  # noqa: E402
-from graph.graph import make_graph  # noqa: E402
-from graph.offline import grade  # noqa: E402
-from graph.prompts import NOT_COVERED  # noqa: E402
-from ingest.text import keyword_tokens  # noqa: E402
+from footnote.graph.graph import make_graph  # noqa: E402
+from footnote.graph.offline import grade  # noqa: E402
+from footnote.graph.prompts import NOT_COVERED  # noqa: E402
+from footnote.ingest.text import keyword_tokens  # noqa: E402
 
 UNANSWERABLE = [
     "How often do I have to change my API key?",

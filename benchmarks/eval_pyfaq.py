@@ -28,7 +28,7 @@ from footnote.evaluate import (  # noqa: E402
     prepare_index,
     print_result,
 )
-from tools.retrieval import get_retriever  # noqa: E402
+from footnote.tools.retrieval import get_retriever  # noqa: E402
 
 DATASET = HERE / "data" / "pyfaq"
 

@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from ingest.documents import ParseError  # noqa: E402
-from ingest.parsers import parse_file  # noqa: E402
+from footnote.ingest.documents import ParseError  # noqa: E402
+from footnote.ingest.parsers import parse_file  # noqa: E402
 
 DEFAULT_DIR = Path("/usr/share/doc/python3.11/html")
 SKIP_NAMES = ("genindex", "search.html", "py-modindex.html")

@@ -58,8 +58,8 @@ def peak_rss_mb() -> float:
 
 
 def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
-    from ingest.embeddings import load_embeddings
-    from ingest.pipeline import ingest
+    from footnote.ingest.embeddings import load_embeddings
+    from footnote.ingest.pipeline import ingest
 
     out: dict[str, Any] = {}
     with measured(out, "model_load"):
@@ -90,8 +90,8 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
 
 
 def phase_reingest(corpus: Path, index: Path) -> dict[str, Any]:
-    from ingest.embeddings import load_embeddings
-    from ingest.pipeline import ingest
+    from footnote.ingest.embeddings import load_embeddings
+    from footnote.ingest.pipeline import ingest
 
     out: dict[str, Any] = {}
     with measured(out, "model_load"):
@@ -103,14 +103,14 @@ def phase_reingest(corpus: Path, index: Path) -> dict[str, Any]:
 
 
 def _texts(index: Path) -> list[str]:
-    from ingest.chunking import embedding_text
-    from ingest.store import load_index
+    from footnote.ingest.chunking import embedding_text
+    from footnote.ingest.store import load_index
 
     return [embedding_text(c) for c in load_index(index).chunks]
 
 
 def phase_bare(corpus: Path, index: Path) -> dict[str, Any]:
-    from ingest.embeddings import MiniLMEmbeddings
+    from footnote.ingest.embeddings import MiniLMEmbeddings
 
     out: dict[str, Any] = {}
     texts = _texts(index)
@@ -132,7 +132,7 @@ def phase_peer(corpus: Path, index: Path) -> dict[str, Any]:
         from langchain_community.retrievers import BM25Retriever
         from langchain_community.vectorstores import FAISS
 
-    from ingest.embeddings import MiniLMEmbeddings
+    from footnote.ingest.embeddings import MiniLMEmbeddings
 
     out: dict[str, Any] = {}
     docs = [Document(page_content=text) for text in _texts(index)]

@@ -15,8 +15,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from footnote.evaluate import StageRunner
-from ingest.chunking import embedding_text
-from tools.retrieval import Hit, Retriever
+from footnote.ingest.chunking import embedding_text
+from footnote.tools.retrieval import Hit, Retriever
 
 
 def _ensemble_class() -> Any:

@@ -24,7 +24,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from ingest.postgres import vector_literal  # noqa: E402
+from footnote.ingest.postgres import vector_literal  # noqa: E402
 
 TABLE = "footnote_scale_chunks"
 

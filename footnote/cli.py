@@ -61,9 +61,9 @@ class ProgressPrinter:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from ingest.chunking import ChunkSettings
-    from ingest.pipeline import ingest
-    from ingest.store import IndexError_
+    from footnote.ingest.chunking import ChunkSettings
+    from footnote.ingest.pipeline import ingest
+    from footnote.ingest.store import IndexError_
 
     settings = None
     if args.chunk_tokens:
@@ -111,7 +111,7 @@ def format_location(item: dict[str, Any]) -> str:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from tools.search import SearchRequest, search
+    from footnote.tools.search import SearchRequest, search
 
     try:
         hits = search(
@@ -126,7 +126,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         )
     except Exception as exc:  # a missing or mismatched index is a user error, said plainly
-        from ingest.store import IndexError_
+        from footnote.ingest.store import IndexError_
 
         if isinstance(exc, IndexError_ | ValueError):
             print(f"footnote: {exc}", file=sys.stderr)

@@ -25,10 +25,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
-    from graph.context import Context
-    from graph.graph import make_graph
-    from graph.state import InputState
-    from ingest.store import IndexError_
+    from footnote.graph.context import Context
+    from footnote.graph.graph import make_graph
+    from footnote.graph.state import InputState
+    from footnote.ingest.store import IndexError_
 
     context = Context(
         index_dir=args.index,

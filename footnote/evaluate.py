@@ -24,11 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingest.backends import is_postgres, open_backend
-from ingest.pipeline import IngestSummary, Progress, ingest
-from ingest.store import IndexError_, current_version
-from tools.retrieval import STAGES, Caller, Hit, Retriever, get_retriever
-from tools.search import run_stage
+from footnote.ingest.backends import is_postgres, open_backend
+from footnote.ingest.pipeline import IngestSummary, Progress, ingest
+from footnote.ingest.store import IndexError_, current_version
+from footnote.tools.retrieval import STAGES, Caller, Hit, Retriever, get_retriever
+from footnote.tools.search import run_stage
 
 StageRunner = Callable[[str], Sequence[Hit]]
 """One retrieval stage under test: a query in, chunk hits out, best first."""

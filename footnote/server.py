@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from ingest.backends import is_postgres
-from ingest.postgres_checkpoint import CHECKPOINT_URL_ENV
+from footnote.ingest.backends import is_postgres
+from footnote.ingest.postgres_checkpoint import CHECKPOINT_URL_ENV
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 

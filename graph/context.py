@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from graph import prompts
+from footnote.graph import prompts
 
 DEFAULT_INDEX = ".footnote/index"
 """Where the index lives when neither the context nor $FOOTNOTE_INDEX says."""

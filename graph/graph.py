@@ -14,10 +14,10 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Checkpointer
 
-from graph.context import Context
-from graph.nodes import AnswerNodes, route_after_grading
-from graph.state import InputState, OutputState, State
-from tools.documents import search_documents
+from footnote.graph.context import Context
+from footnote.graph.nodes import AnswerNodes, route_after_grading
+from footnote.graph.state import InputState, OutputState, State
+from footnote.tools.documents import search_documents
 
 
 def make_graph(

@@ -20,13 +20,13 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
 
-from graph import offline, prompts
-from graph.citations import citation_entries, format_sources, verify
-from graph.context import Context
-from graph.state import CLEAR, State
-from tools.documents import search_documents
-from tools.retrieval import get_retriever
-from tools.web import WebSearchError, search_web, web_search_available
+from footnote.graph import offline, prompts
+from footnote.graph.citations import citation_entries, format_sources, verify
+from footnote.graph.context import Context
+from footnote.graph.state import CLEAR, State
+from footnote.tools.documents import search_documents
+from footnote.tools.retrieval import get_retriever
+from footnote.tools.web import WebSearchError, search_web, web_search_available
 
 
 def internal_call(name: str, metadata: dict[str, Any] | None = None) -> RunnableConfig:

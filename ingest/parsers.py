@@ -32,7 +32,7 @@ from bs4.element import (
     TemplateString,
 )
 
-from ingest.documents import ParsedDocument, ParseError, Section
+from footnote.ingest.documents import ParsedDocument, ParseError, Section
 
 yaml: Any
 try:

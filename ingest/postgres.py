@@ -27,11 +27,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from ingest.backends import STORED, PreviousState
-from ingest.chunking import embedding_text
-from ingest.documents import Chunk
-from ingest.store import FORMAT_VERSION, FileRecord, IndexError_, IndexNotFound
-from ingest.text import keyword_tokens
+from footnote.ingest.backends import STORED, PreviousState
+from footnote.ingest.chunking import embedding_text
+from footnote.ingest.documents import Chunk
+from footnote.ingest.store import FORMAT_VERSION, FileRecord, IndexError_, IndexNotFound
+from footnote.ingest.text import keyword_tokens
 
 SCHEMA_VERSION = 1
 TEXT_SEARCH_CONFIG = "english"

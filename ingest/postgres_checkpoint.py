@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from ingest.postgres import parse_location
+from footnote.ingest.postgres import parse_location
 
 CHECKPOINT_URL_ENV = "FOOTNOTE_CHECKPOINT_URL"
 

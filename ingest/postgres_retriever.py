@@ -20,9 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from ingest.documents import Chunk
-from ingest.embeddings import IndexEmbeddings, load_embeddings
-from ingest.postgres import (
+from footnote.ingest.documents import Chunk
+from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
+from footnote.ingest.postgres import (
     TEXT_SEARCH_CONFIG,
     Location,
     chunk_position,
@@ -31,9 +31,9 @@ from ingest.postgres import (
     require_index,
     vector_literal,
 )
-from ingest.store import check_embeddings
-from ingest.text import keyword_tokens
-from tools.retrieval import Caller, Filters, Fusion, Hit, Retriever, _require_date
+from footnote.ingest.store import check_embeddings
+from footnote.ingest.text import keyword_tokens
+from footnote.tools.retrieval import Caller, Filters, Fusion, Hit, Retriever, _require_date
 
 EF_SEARCH = 100
 """HNSW candidate list (pgvector's default is 40); raised to 2k for deeper searches."""
@@ -359,7 +359,7 @@ class PostgresRetriever(Retriever):
 
 
 def _body(chunk: Chunk) -> str:
-    from ingest.chunking import embedding_text
+    from footnote.ingest.chunking import embedding_text
 
     return embedding_text(chunk)
 
@@ -371,7 +371,7 @@ _cache_lock = threading.Lock()
 def current_version(url: str) -> str | None:
     where = parse_location(url)
     with pool(where.conninfo).connection() as conn:
-        from ingest.postgres import read_manifest
+        from footnote.ingest.postgres import read_manifest
 
         found = read_manifest(conn, where)
     return found[0] if found else None

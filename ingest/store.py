@@ -27,9 +27,9 @@ import bm25s
 import faiss
 import numpy as np
 
-from ingest.chunking import embedding_text
-from ingest.documents import Chunk
-from ingest.text import keyword_tokens
+from footnote.ingest.chunking import embedding_text
+from footnote.ingest.documents import Chunk
+from footnote.ingest.text import keyword_tokens
 
 FORMAT_VERSION = 1
 KEYWORD_TOKENIZER = "footnote-keyword-v1"

@@ -31,7 +31,7 @@ def handbook_dir() -> Path:
 @pytest.fixture(scope="session")
 def handbook_index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """An index of samples/handbook built with the default offline embeddings (read-only)."""
-    from ingest.pipeline import ingest
+    from footnote.ingest.pipeline import ingest
 
     index = tmp_path_factory.mktemp("handbook") / "index"
     summary = ingest([HANDBOOK], index)

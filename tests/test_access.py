@@ -11,14 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graph.graph import make_graph
-from ingest.documents import Chunk
-from ingest.embeddings import load_embeddings
-from ingest.pipeline import ingest
-from ingest.store import load_index, write_index
-from tools.documents import search_index
-from tools.retrieval import STAGES, Caller, Filters, Retriever
-from tools.search import run_stage
+from footnote.graph.graph import make_graph
+from footnote.ingest.documents import Chunk
+from footnote.ingest.embeddings import load_embeddings
+from footnote.ingest.pipeline import ingest
+from footnote.ingest.store import load_index, write_index
+from footnote.tools.documents import search_index
+from footnote.tools.retrieval import STAGES, Caller, Filters, Retriever
+from footnote.tools.search import run_stage
 
 GROUPS = ["everyone", "engineering", "finance", "hr", "admins"]
 WORDS = [
@@ -220,7 +220,7 @@ def test_no_leaks_through_the_graph(
 
 def test_groups_come_from_context_not_tool_arguments(handbook_index: Path) -> None:
     """The tool's schema offers the model only a query: no way to name groups."""
-    from tools.documents import search_documents
+    from footnote.tools.documents import search_documents
 
     assert set(search_documents.tool_call_schema.model_json_schema()["properties"]) == {"query"}
     out = make_graph().invoke(

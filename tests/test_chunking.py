@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from ingest.chunking import Chunker, ChunkSettings, embedding_text, heading_prefix
-from ingest.documents import Chunk, ParsedDocument, Section
-from ingest.parsers import parse_file
+from footnote.ingest.chunking import Chunker, ChunkSettings, embedding_text, heading_prefix
+from footnote.ingest.documents import Chunk, ParsedDocument, Section
+from footnote.ingest.parsers import parse_file
 
 SMALL = ChunkSettings(max_tokens=48, target_tokens=36, overlap_tokens=6)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from langchain_core.documents import Document
 
-from graph.citations import citation_entries, verify
+from footnote.graph.citations import citation_entries, verify
 
 THREE = [
     Document(page_content=f"text {n}", metadata={"chunk_id": f"doc.md#s:{n}", "source": "doc.md"})
@@ -44,7 +44,7 @@ def test_entries_name_the_cited_chunks() -> None:
 
 
 def test_footnote_marks_in_quoted_text_are_not_taken_for_citations() -> None:
-    from graph.citations import strip_citation_marks
+    from footnote.graph.citations import strip_citation_marks
 
     quoted = strip_citation_marks("Floats are approximations [5] of reals; use a[1].")
     assert quoted == "Floats are approximations of reals; use a[1]."

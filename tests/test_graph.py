@@ -15,10 +15,10 @@ from langgraph.graph.message import add_messages
 from langgraph.prebuilt import ToolNode
 from typing_extensions import TypedDict
 
-from graph.agent_tool import answer_tool
-from graph.graph import graph as exported_graph
-from graph.graph import make_graph
-from graph.prompts import NOT_COVERED
+from footnote.graph.agent_tool import answer_tool
+from footnote.graph.graph import graph as exported_graph
+from footnote.graph.graph import make_graph
+from footnote.graph.prompts import NOT_COVERED
 from tests.fakes import ScriptedChatModel, prompt_text, role_of, tool_call
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "answer_graph.mmd"

@@ -25,12 +25,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingest.chunking import embedding_text
-from ingest.documents import Chunk
-from ingest.embeddings import MINILM_MAX_TOKENS, MiniLMEmbeddings, load_embeddings
-from ingest.pipeline import ingest
-from ingest.store import IndexCorrupt, IndexMismatch, current_version, load_index
-from tools.search import SearchRequest, search
+from footnote.ingest.chunking import embedding_text
+from footnote.ingest.documents import Chunk
+from footnote.ingest.embeddings import MINILM_MAX_TOKENS, MiniLMEmbeddings, load_embeddings
+from footnote.ingest.pipeline import ingest
+from footnote.ingest.store import IndexCorrupt, IndexMismatch, current_version, load_index
+from footnote.tools.search import SearchRequest, search
 
 QUESTION = "How often do I have to change my API key?"
 REPO = Path(__file__).resolve().parents[1]
@@ -324,8 +324,8 @@ def test_other_dimension_is_refused(handbook_index: Path) -> None:
 KILLED_INGEST = r"""
 import sys
 
-import ingest.store as store
-from ingest.pipeline import ingest
+import footnote.ingest.store as store
+from footnote.ingest.pipeline import ingest
 
 corpus, index, gate = sys.argv[1:4]
 

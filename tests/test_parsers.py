@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pypdf import PdfReader, PdfWriter
 
-from ingest.documents import ParsedDocument, ParseError, Section
-from ingest.parsers import SUPPORTED_SUFFIXES, is_supported, parse_file
+from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.ingest.parsers import SUPPORTED_SUFFIXES, is_supported, parse_file
 
 FIXTURES = Path(__file__).parent / "fixtures" / "parsers"
 

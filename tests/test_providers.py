@@ -13,9 +13,9 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_openai import ChatOpenAI
 
-from graph import offline
-from graph.graph import make_graph
-from graph.nodes import SourceGrades
+from footnote.graph import offline
+from footnote.graph.graph import make_graph
+from footnote.graph.nodes import SourceGrades
 from tests.stub_openai import (
     Reply,
     StubOpenAI,

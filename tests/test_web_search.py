@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from graph.graph import make_graph
-from graph.prompts import NOT_COVERED
+from footnote.graph.graph import make_graph
+from footnote.graph.prompts import NOT_COVERED
 from tests.stub_tavily import StubTavily
 
 REPO = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def report():
 sys.addaudithook(hook)
 atexit.register(report)
 
-from graph.graph import make_graph
+from footnote.graph.graph import make_graph
 
 out = make_graph().invoke(
     {"messages": [{"role": "user", "content": "How often are API keys rotated?"}]},

@@ -9,8 +9,8 @@ from langchain.tools import ToolRuntime
 from langchain_core.documents import Document
 from langchain_core.tools import tool
 
-from tools.retrieval import Caller, Hit, get_retriever
-from tools.search import run_stage
+from footnote.tools.retrieval import Caller, Hit, get_retriever
+from footnote.tools.search import run_stage
 
 # ToolRuntime hands the graph's dataclass state and context to a pydantic schema typed as
 # dicts; the values arrive intact, but pydantic warns on every call. Silence only that.

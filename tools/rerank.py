@@ -17,10 +17,10 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from ingest.chunking import heading_prefix
-from ingest.embeddings import IndexEmbeddings
-from ingest.text import split_sentences
-from tools.retrieval import Hit
+from footnote.ingest.chunking import heading_prefix
+from footnote.ingest.embeddings import IndexEmbeddings
+from footnote.ingest.text import split_sentences
+from footnote.tools.retrieval import Hit
 
 Reranker = Callable[[str, list[Hit]], list[Hit]]
 

@@ -23,11 +23,11 @@ from typing import Any, Literal
 import faiss
 import numpy as np
 
-from ingest.chunking import embedding_text
-from ingest.documents import Chunk
-from ingest.embeddings import IndexEmbeddings, load_embeddings
-from ingest.store import Index, check_embeddings, load_index
-from ingest.text import keyword_tokens
+from footnote.ingest.chunking import embedding_text
+from footnote.ingest.documents import Chunk
+from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
+from footnote.ingest.store import Index, check_embeddings, load_index
+from footnote.ingest.text import keyword_tokens
 
 Fusion = Literal["rrf", "weighted"]
 Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
@@ -295,11 +295,11 @@ def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
 
     A `postgresql://` URL gives a PostgresRetriever: same methods, searched in the database.
     """
-    from ingest.backends import is_postgres
-    from ingest.store import current_version
+    from footnote.ingest.backends import is_postgres
+    from footnote.ingest.store import current_version
 
     if is_postgres(index_dir):
-        from ingest.postgres_retriever import get_postgres_retriever
+        from footnote.ingest.postgres_retriever import get_postgres_retriever
 
         return get_postgres_retriever(str(index_dir), embeddings)
     path = str(Path(index_dir).resolve())

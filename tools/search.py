@@ -7,8 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.rerank import make_reranker
-from tools.retrieval import (
+from footnote.tools.rerank import make_reranker
+from footnote.tools.retrieval import (
     Caller,
     Filters,
     Fusion,
