@@ -33,7 +33,7 @@ from footnote.evaluate import prepare_index  # noqa: E402
 from footnote.graph.graph import make_graph  # noqa: E402
 from footnote.graph.offline import grade  # noqa: E402
 from footnote.graph.prompts import NOT_COVERED  # noqa: E402
-from footnote.ingest.text import keyword_tokens  # noqa: E402
+from footnote.store.text import keyword_tokens  # noqa: E402
 
 UNANSWERABLE = [
     "How often do I have to change my API key?",

@@ -103,8 +103,8 @@ def phase_reingest(corpus: Path, index: Path) -> dict[str, Any]:
 
 
 def _texts(index: Path) -> list[str]:
-    from footnote.ingest.chunking import embedding_text
-    from footnote.ingest.store import load_index
+    from footnote.store.files import load_index
+    from footnote.store.text import embedding_text
 
     return [embedding_text(c) for c in load_index(index).chunks]
 

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from footnote.evaluate import StageRunner
-from footnote.ingest.chunking import embedding_text
-from footnote.tools.retrieval import Hit, Retriever
+from footnote.store.text import embedding_text
+from footnote.store.types import Hit
+from footnote.tools.retrieval import Retriever
 
 
 def _ensemble_class() -> Any:

@@ -32,10 +32,11 @@ from footnote.evaluate import (  # noqa: E402
     load_beir,
     markdown_table,
 )
-from footnote.ingest.backends import open_backend  # noqa: E402
 from footnote.ingest.pipeline import IngestSummary  # noqa: E402
-from footnote.ingest.store import load_index, write_index  # noqa: E402
-from footnote.tools.retrieval import Hit, get_retriever  # noqa: E402
+from footnote.store.backends import open_backend  # noqa: E402
+from footnote.store.files import load_index, write_index  # noqa: E402
+from footnote.store.types import Hit  # noqa: E402
+from footnote.tools.retrieval import get_retriever  # noqa: E402
 
 DATASET = HERE / "data" / "pyfaq"
 STAGES = ("bm25", "dense", "hybrid", "pipeline")

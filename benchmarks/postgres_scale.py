@@ -4,7 +4,7 @@
 
 Loads N random unit vectors (the worst case for HNSW: no cluster structure) into a table
 shaped like an index's chunk table, builds the HNSW index (vector_ip_ops, m=16,
-ef_construction=64, as `ingest/postgres.py` does), then for random queries compares the
+ef_construction=64, as `store/postgres.py` does), then for random queries compares the
 HNSW top-10 at several ef_search values with the exact top-10: recall@10 and p50/p95
 latency (after one warm-up pass per setting), plus the table and index sizes and the
 server's resident memory.
@@ -24,7 +24,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from footnote.ingest.postgres import vector_literal  # noqa: E402
+from footnote.store.postgres import vector_literal  # noqa: E402
 
 TABLE = "footnote_scale_chunks"
 

@@ -63,7 +63,7 @@ class ProgressPrinter:
 def cmd_ingest(args: argparse.Namespace) -> int:
     from footnote.ingest.chunking import ChunkSettings
     from footnote.ingest.pipeline import ingest
-    from footnote.ingest.store import IndexError_
+    from footnote.store.types import IndexError_
 
     settings = None
     if args.chunk_tokens:
@@ -126,7 +126,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         )
     except Exception as exc:  # a missing or mismatched index is a user error, said plainly
-        from footnote.ingest.store import IndexError_
+        from footnote.store.types import IndexError_
 
         if isinstance(exc, IndexError_ | ValueError):
             print(f"footnote: {exc}", file=sys.stderr)

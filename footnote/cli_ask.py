@@ -28,7 +28,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
     from footnote.graph.state import InputState
-    from footnote.ingest.store import IndexError_
+    from footnote.store.types import IndexError_
 
     context = Context(
         index_dir=args.index,

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from footnote.ingest.backends import is_postgres, open_backend
 from footnote.ingest.pipeline import IngestSummary, Progress, ingest
-from footnote.ingest.store import IndexError_, current_version
-from footnote.tools.retrieval import STAGES, Caller, Hit, Retriever, get_retriever
+from footnote.store.backends import is_postgres, open_backend
+from footnote.store.files import current_version
+from footnote.store.types import Caller, Hit, IndexError_
+from footnote.tools.retrieval import STAGES, Retriever, get_retriever
 from footnote.tools.search import run_stage
 
 StageRunner = Callable[[str], Sequence[Hit]]

@@ -8,8 +8,8 @@ import os
 import sys
 from pathlib import Path
 
-from footnote.ingest.backends import is_postgres
-from footnote.ingest.postgres_checkpoint import CHECKPOINT_URL_ENV
+from footnote.checkpoint import CHECKPOINT_URL_ENV
+from footnote.store.backends import is_postgres
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
@@ -53,7 +53,7 @@ def server_config(*, postgres_checkpoints: bool, directory: Path) -> Path:
     if not postgres_checkpoints:
         return config
     data = json.loads(config.read_text(encoding="utf-8"))
-    data["checkpointer"] = {"path": "./ingest/postgres_checkpoint.py:server_checkpointer"}
+    data["checkpointer"] = {"path": "./footnote/checkpoint.py:server_checkpointer"}
     target = directory / "langgraph.postgres.json"
     target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return target

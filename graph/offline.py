@@ -18,7 +18,7 @@ from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
 from footnote.ingest.embeddings import IndexEmbeddings
-from footnote.ingest.text import keyword_tokens, split_sentences
+from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.retrieval import expand_query
 
 DENSE_WEIGHT = 0.6

@@ -14,9 +14,10 @@ from typing import Any
 
 from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
 
-from footnote.ingest.documents import Chunk, ParsedDocument, Section
+from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.embeddings import TokenCounter
-from footnote.ingest.text import slugify
+from footnote.store.text import heading_prefix, slugify
+from footnote.store.types import Chunk
 
 _CODE_LANGUAGES = {
     ".py": Language.PYTHON,
@@ -45,18 +46,6 @@ class ChunkSettings:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def heading_prefix(title: str, section: str) -> str:
-    """The context line embedded and keyword-indexed with each chunk."""
-    if section and section != title:
-        return f"{title} > {section}" if not section.startswith(title) else section
-    return title
-
-
-def embedding_text(chunk: Chunk) -> str:
-    """What the models see for a chunk: where it sits, then what it says."""
-    return f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"
 
 
 class Chunker:

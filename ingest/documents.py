@@ -1,13 +1,13 @@
 """The shapes that flow through ingest: parsed documents, their sections, and chunks.
 
 Parsers produce `ParsedDocument`s made of `Section`s (structure kept: headings,
-pages, lines, anchors). The chunker turns sections into `Chunk`s, which are what
-the index stores and what citations point at.
+pages, lines, anchors). The chunker turns sections into `Chunk`s (footnote.store.types),
+which are what the index stores and what citations point at.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -50,32 +50,3 @@ class ParsedDocument:
     """Access groups stated by the document itself (front matter `access:`)."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Other front-matter keys, kept for filters."""
-
-
-@dataclass(kw_only=True)
-class Chunk:
-    """A piece of a document small enough to embed, with everything a citation needs."""
-
-    id: str
-    """Stable, readable id: `source#section-slug:position`."""
-    text: str
-    source: str
-    title: str
-    section: str
-    """Heading path joined with ` > `."""
-    anchor: str | None = None
-    url: str | None = None
-    page: int | None = None
-    lines: list[int] | None = None
-    """[first, last] line in the source file, 1-based, inclusive."""
-    date: str | None = None
-    access: list[str] | None = None
-    """Groups allowed to see this chunk. None or malformed means nobody but an admin."""
-    metadata: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Chunk:
-        return cls(**data)

@@ -13,12 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from footnote.ingest.backends import is_postgres, open_backend
-from footnote.ingest.chunking import Chunker, ChunkSettings, embedding_text
-from footnote.ingest.documents import Chunk, ParseError
+from footnote.ingest.chunking import Chunker, ChunkSettings
+from footnote.ingest.documents import ParseError
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.parsers import is_supported, parse_file
-from footnote.ingest.store import DEFAULT_ACCESS, FileRecord, IndexMismatch
+from footnote.store.backends import is_postgres, open_backend
+from footnote.store.text import embedding_text
+from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
 
 DEFAULT_MAX_BYTES = 20_000_000
 Progress = Callable[[str, int, int], None]

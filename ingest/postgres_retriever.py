@@ -20,20 +20,19 @@ from typing import Any
 
 import numpy as np
 
-from footnote.ingest.documents import Chunk
 from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
-from footnote.ingest.postgres import (
+from footnote.store.files import check_embeddings
+from footnote.store.postgres import (
     TEXT_SEARCH_CONFIG,
     Location,
-    chunk_position,
     parse_location,
     pool,
     require_index,
     vector_literal,
 )
-from footnote.ingest.store import check_embeddings
-from footnote.ingest.text import keyword_tokens
-from footnote.tools.retrieval import Caller, Filters, Fusion, Hit, Retriever, _require_date
+from footnote.store.text import keyword_tokens
+from footnote.store.types import Caller, Chunk, Filters, Hit, chunk_position, require_date
+from footnote.tools.retrieval import Fusion, Retriever
 
 EF_SEARCH = 100
 """HNSW candidate list (pgvector's default is 40); raised to 2k for deeper searches."""
@@ -97,10 +96,10 @@ def where_clause(selection: Selection) -> tuple[str, dict[str, Any]]:
             params["f_section"] = filters.section
         if filters.date_from:
             parts.append("chunk_date >= %(f_from)s")
-            params["f_from"] = _require_date(filters.date_from)
+            params["f_from"] = require_date(filters.date_from)
         if filters.date_to:
             parts.append("chunk_date <= %(f_to)s")
-            params["f_to"] = _require_date(filters.date_to)
+            params["f_to"] = require_date(filters.date_to)
         for i, (key, value) in enumerate(sorted(filters.metadata.items())):
             parts.append(f"coalesce(metadata -> %(f_mk{i})s, 'null'::jsonb) = %(f_mv{i})s::jsonb")
             params[f"f_mk{i}"] = key
@@ -359,7 +358,7 @@ class PostgresRetriever(Retriever):
 
 
 def _body(chunk: Chunk) -> str:
-    from footnote.ingest.chunking import embedding_text
+    from footnote.store.text import embedding_text
 
     return embedding_text(chunk)
 
@@ -371,7 +370,7 @@ _cache_lock = threading.Lock()
 def current_version(url: str) -> str | None:
     where = parse_location(url)
     with pool(where.conninfo).connection() as conn:
-        from footnote.ingest.postgres import read_manifest
+        from footnote.store.postgres import read_manifest
 
         found = read_manifest(conn, where)
     return found[0] if found else None

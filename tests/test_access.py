@@ -12,12 +12,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from footnote.graph.graph import make_graph
-from footnote.ingest.documents import Chunk
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
-from footnote.ingest.store import load_index, write_index
+from footnote.store.files import load_index, write_index
+from footnote.store.types import Caller, Chunk, Filters
 from footnote.tools.documents import search_index
-from footnote.tools.retrieval import STAGES, Caller, Filters, Retriever
+from footnote.tools.retrieval import STAGES, Retriever
 from footnote.tools.search import run_stage
 
 GROUPS = ["everyone", "engineering", "finance", "hr", "admins"]

@@ -11,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from footnote.ingest.chunking import Chunker, ChunkSettings, embedding_text, heading_prefix
-from footnote.ingest.documents import Chunk, ParsedDocument, Section
+from footnote.ingest.chunking import Chunker, ChunkSettings
+from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.parsers import parse_file
+from footnote.store.text import embedding_text, heading_prefix
+from footnote.store.types import Chunk
 
 SMALL = ChunkSettings(max_tokens=48, target_tokens=36, overlap_tokens=6)
 

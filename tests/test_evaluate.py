@@ -23,9 +23,9 @@ from footnote.evaluate import (
     rank_documents,
     render_passage,
 )
-from footnote.ingest.documents import Chunk
 from footnote.ingest.parsers import parse_file
-from footnote.tools.retrieval import STAGES, Hit, get_retriever
+from footnote.store.types import Chunk, Hit
+from footnote.tools.retrieval import STAGES, get_retriever
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir_tiny"
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"

@@ -25,11 +25,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from footnote.ingest.chunking import embedding_text
-from footnote.ingest.documents import Chunk
 from footnote.ingest.embeddings import MINILM_MAX_TOKENS, MiniLMEmbeddings, load_embeddings
 from footnote.ingest.pipeline import ingest
-from footnote.ingest.store import IndexCorrupt, IndexMismatch, current_version, load_index
+from footnote.store.files import current_version, load_index
+from footnote.store.text import embedding_text
+from footnote.store.types import Chunk, IndexCorrupt, IndexMismatch
 from footnote.tools.search import SearchRequest, search
 
 QUESTION = "How often do I have to change my API key?"
@@ -324,7 +324,7 @@ def test_other_dimension_is_refused(handbook_index: Path) -> None:
 KILLED_INGEST = r"""
 import sys
 
-import footnote.ingest.store as store
+import footnote.store.files as store
 from footnote.ingest.pipeline import ingest
 
 corpus, index, gate = sys.argv[1:4]

@@ -15,14 +15,14 @@ from typing import Any
 
 import pytest
 
-from footnote.ingest.backends import open_backend
-from footnote.ingest.documents import Chunk
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
+from footnote.store.backends import open_backend
+from footnote.store.types import Caller, Chunk, Filters
+from footnote.tools.retrieval import get_retriever
+from footnote.tools.search import SearchRequest, run_stage, search
 from tests.conftest import RunCli
 from tests.pg_fixture import PgServer, server_fixture
-from footnote.tools.retrieval import Caller, Filters, get_retriever
-from footnote.tools.search import SearchRequest, run_stage, search
 
 API_KEY_QUESTION = "How often do I have to change my API key?"
 STAGES = ["bm25", "dense", "hybrid", "pipeline"]
@@ -54,7 +54,7 @@ def locate(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locate]:
 
     yield new
     if request.param == "postgres":
-        from footnote.ingest.postgres import drop_index
+        from footnote.store.postgres import drop_index
 
         for location in made:
             drop_index(location)
@@ -291,7 +291,7 @@ def test_graph_worked_example_on_postgres(pg_server: PgServer, handbook_dir: Pat
 def test_killed_ingest_leaves_previous_state(
     pg_server: PgServer, handbook_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from footnote.ingest.postgres import PostgresBackend
+    from footnote.store.postgres import PostgresBackend
 
     corpus = tmp_path / "corpus"
     shutil.copytree(handbook_dir, corpus)
@@ -321,8 +321,8 @@ def test_killed_ingest_leaves_previous_state(
 def test_schema_is_versioned(pg_server: PgServer, handbook_dir: Path) -> None:
     import psycopg
 
-    from footnote.ingest.postgres import SCHEMA_VERSION, migrate
-    from footnote.ingest.store import IndexError_
+    from footnote.store.postgres import SCHEMA_VERSION, migrate
+    from footnote.store.types import IndexError_
 
     url = f"{pg_server.url}?index=schema"
     ingest([handbook_dir / "keys.md"], url)
@@ -339,7 +339,7 @@ def test_schema_is_versioned(pg_server: PgServer, handbook_dir: Path) -> None:
 
 
 def test_missing_index_and_bad_name_are_user_errors(pg_server: PgServer) -> None:
-    from footnote.ingest.store import IndexError_, IndexNotFound
+    from footnote.store.types import IndexError_, IndexNotFound
 
     with pytest.raises(IndexNotFound, match="footnote ingest"):
         get_retriever(f"{pg_server.url}?index=nothing_here")
@@ -367,8 +367,8 @@ def test_threads_persist_in_postgres(pg_server: PgServer, handbook_dir: Path) ->
     """A follow-up on a new saver (as after a server restart) still sees the first turn."""
     import asyncio
 
+    from footnote.checkpoint import postgres_checkpointer, server_checkpointer
     from footnote.graph.graph import make_graph
-    from footnote.ingest.postgres_checkpoint import postgres_checkpointer, server_checkpointer
 
     url = f"{pg_server.url}?index=threads"
     ingest([handbook_dir], url)
@@ -399,8 +399,8 @@ def test_threads_persist_in_postgres(pg_server: PgServer, handbook_dir: Path) ->
 
 def test_ingest_that_lost_a_race_rolls_back(pg_server: PgServer, handbook_dir: Path) -> None:
     """Chunks a concurrent ingest removed cannot be kept: the late one fails, changing nothing."""
-    from footnote.ingest.backends import STORED
-    from footnote.ingest.store import IndexError_
+    from footnote.store.base import STORED
+    from footnote.store.types import IndexError_
 
     url = f"{pg_server.url}?index=race"
     before = ingest([handbook_dir], url)
@@ -422,7 +422,7 @@ def test_eval_on_postgres_matches_files(pg_server: PgServer, tmp_path: Path) -> 
     """`footnote eval` with a postgresql:// index: same dataset, same stages, same metrics
     as the directory index for the dense stage (both exact or near-exact at this size)."""
     from footnote.evaluate import evaluate_stages
-    from footnote.ingest.store import IndexError_
+    from footnote.store.types import IndexError_
 
     fixture = Path(__file__).parent / "fixtures" / "beir_tiny"
     dataset = tmp_path / "beir_tiny"

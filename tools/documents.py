@@ -9,7 +9,8 @@ from langchain.tools import ToolRuntime
 from langchain_core.documents import Document
 from langchain_core.tools import tool
 
-from footnote.tools.retrieval import Caller, Hit, get_retriever
+from footnote.store.types import Caller, Hit
+from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import run_stage
 
 # ToolRuntime hands the graph's dataclass state and context to a pydantic schema typed as

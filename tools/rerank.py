@@ -17,10 +17,9 @@ import numpy as np
 from langchain_core.language_models import BaseChatModel
 from pydantic import BaseModel, Field
 
-from footnote.ingest.chunking import heading_prefix
 from footnote.ingest.embeddings import IndexEmbeddings
-from footnote.ingest.text import split_sentences
-from footnote.tools.retrieval import Hit
+from footnote.store.text import heading_prefix, split_sentences
+from footnote.store.types import Hit
 
 Reranker = Callable[[str, list[Hit]], list[Hit]]
 

@@ -11,99 +11,24 @@ never scored, let alone returned.
 
 from __future__ import annotations
 
-import datetime as dt
-import fnmatch
 import re
 import threading
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import faiss
 import numpy as np
 
-from footnote.ingest.chunking import embedding_text
-from footnote.ingest.documents import Chunk
 from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
-from footnote.ingest.store import Index, check_embeddings, load_index
-from footnote.ingest.text import keyword_tokens
+from footnote.store.files import Index, check_embeddings, load_index
+from footnote.store.text import embedding_text, keyword_tokens
+from footnote.store.types import Caller, Filters, Hit, chunk_position
 
 Fusion = Literal["rrf", "weighted"]
 Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
 STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
 """Every stage `tools.search.run_stage` can run, so evaluation reports each one."""
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One retrieved chunk and its score under the stage that produced it."""
-
-    chunk: Chunk
-    score: float
-    row: int
-
-
-@dataclass(kw_only=True)
-class Filters:
-    """Metadata filters; every given condition must hold."""
-
-    source: str | None = None
-    """Glob on the source path, e.g. `library/*.html`."""
-    section: str | None = None
-    """Case-insensitive substring of the heading path."""
-    date_from: str | None = None
-    """ISO date, inclusive."""
-    date_to: str | None = None
-    metadata: dict[str, Any] = field(default_factory=dict)
-    """Exact matches on other metadata keys (front-matter fields)."""
-
-    def matches(self, chunk: Chunk) -> bool:
-        if self.source and not fnmatch.fnmatchcase(chunk.source, self.source):
-            return False
-        if self.section and self.section.lower() not in chunk.section.lower():
-            return False
-        if self.date_from or self.date_to:
-            date = _parse_date(chunk.date)
-            if date is None:
-                return False
-            if self.date_from and date < _require_date(self.date_from):
-                return False
-            if self.date_to and date > _require_date(self.date_to):
-                return False
-        return all(chunk.metadata.get(k) == v for k, v in self.metadata.items())
-
-
-@dataclass(frozen=True)
-class Caller:
-    """Who is asking: comes from the graph's runtime context, never from a model's arguments."""
-
-    groups: frozenset[str]
-    admin: bool = False
-
-    def may_see(self, chunk: Chunk) -> bool:
-        if self.admin:
-            return True
-        access = chunk.access
-        if not isinstance(access, list) or not access:
-            return False
-        if not all(isinstance(g, str) and g for g in access):
-            return False
-        return not self.groups.isdisjoint(access)
-
-
-def _parse_date(value: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(str(value)[:10]) if value else None
-    except ValueError:
-        return None
-
-
-def _require_date(value: str) -> dt.date:
-    date = _parse_date(value)
-    if date is None:
-        raise ValueError(f"not an ISO date: {value!r}")
-    return date
 
 
 class Retriever:
@@ -114,7 +39,7 @@ class Retriever:
         self.embeddings = embeddings
         self._n = len(index.chunks)
         self._vector_cache: np.ndarray | None = None
-        self._position = np.array([_chunk_position(c.id) for c in index.chunks], dtype=np.int32)
+        self._position = np.array([chunk_position(c.id) for c in index.chunks], dtype=np.int32)
         indptr = np.asarray(index.bm25.scores["indptr"])
         self._doc_freq = np.diff(indptr)
 
@@ -271,12 +196,6 @@ def expand_query(query: str, feedback: list[str], terms: int = 6) -> str:
     return " ".join([query, *extra]).strip()
 
 
-def _chunk_position(chunk_id: str) -> int:
-    """Position of a chunk within its section, from the `source#section:N` id."""
-    tail = chunk_id.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
 def _minmax(run: list[Hit]) -> dict[int, float]:
     if not run:
         return {}
@@ -295,8 +214,8 @@ def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
 
     A `postgresql://` URL gives a PostgresRetriever: same methods, searched in the database.
     """
-    from footnote.ingest.backends import is_postgres
-    from footnote.ingest.store import current_version
+    from footnote.store.backends import is_postgres
+    from footnote.store.files import current_version
 
     if is_postgres(index_dir):
         from footnote.ingest.postgres_retriever import get_postgres_retriever

@@ -7,17 +7,9 @@ from pathlib import Path
 
 import numpy as np
 
+from footnote.store.types import Caller, Filters, Hit
 from footnote.tools.rerank import make_reranker
-from footnote.tools.retrieval import (
-    Caller,
-    Filters,
-    Fusion,
-    Hit,
-    Retriever,
-    Stage,
-    expand_query,
-    get_retriever,
-)
+from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever
 
 PIPELINE_FUSION: Fusion = "weighted"
 PIPELINE_DENSE_WEIGHT = 0.7

@@ -1,9 +1,12 @@
-"""Text helpers shared by ingest and retrieval, so both sides tokenize and slugify alike."""
+"""Text analysis shared by every backend, ingest and retrieval, so all sides tokenize,
+slugify and prefix chunks alike."""
 
 from __future__ import annotations
 
 import re
 from functools import lru_cache
+
+from footnote.store.types import Chunk
 
 _WORD = re.compile(r"[a-z0-9]+(?:[_.][a-z0-9]+)*")
 
@@ -207,3 +210,15 @@ def split_sentences(text: str) -> list[str]:
     """Split prose into sentences; good enough for extractive answers and sentence scoring."""
     parts = (p.strip() for p in SENTENCE_END.split(text))
     return [" ".join(p.split()) for p in parts if p]
+
+
+def heading_prefix(title: str, section: str) -> str:
+    """The context line embedded and keyword-indexed with each chunk."""
+    if section and section != title:
+        return f"{title} > {section}" if not section.startswith(title) else section
+    return title
+
+
+def embedding_text(chunk: Chunk) -> str:
+    """What the models see for a chunk: where it sits, then what it says."""
+    return f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"

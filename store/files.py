@@ -27,40 +27,19 @@ import bm25s
 import faiss
 import numpy as np
 
-from footnote.ingest.chunking import embedding_text
-from footnote.ingest.documents import Chunk
-from footnote.ingest.text import keyword_tokens
+from footnote.store.base import Lookup, PreviousState
+from footnote.store.text import embedding_text, keyword_tokens
+from footnote.store.types import (
+    FORMAT_VERSION,
+    Chunk,
+    FileRecord,
+    IndexCorrupt,
+    IndexError_,
+    IndexMismatch,
+    IndexNotFound,
+)
 
-FORMAT_VERSION = 1
 KEYWORD_TOKENIZER = "footnote-keyword-v1"
-DEFAULT_ACCESS = ["everyone"]
-"""Groups given to documents that state none; recorded in every manifest."""
-
-
-class IndexError_(Exception):
-    """Base for index problems a user can act on; the message says what to do."""
-
-
-class IndexNotFound(IndexError_):
-    pass
-
-
-class IndexCorrupt(IndexError_):
-    pass
-
-
-class IndexMismatch(IndexError_):
-    pass
-
-
-@dataclass(kw_only=True)
-class FileRecord:
-    """What the index knows of one source file, for incremental ingest."""
-
-    sha256: str
-    chunk_ids: list[str]
-    size: int
-    mtime: float
 
 
 @dataclass(kw_only=True)
@@ -290,3 +269,59 @@ def _prune(versions: Path, *, keep: set[str | None]) -> None:
     for leftover in versions.glob(".staging-*"):
         if time.time() - leftover.stat().st_mtime > 3600:
             shutil.rmtree(leftover, ignore_errors=True)
+
+
+class FaissBackend:
+    """The embedded default: one directory of versioned files (this module)."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.location = str(self.root)
+
+    def previous(self) -> PreviousState | None:
+
+        if current_version(self.root) is None:
+            return None
+        try:
+            index = load_index(self.root)
+        except IndexError_:
+            return None
+        return PreviousState(
+            version=index.version,
+            manifest=index.manifest,
+            files=index.files,
+            lookup=_faiss_lookup(index),
+        )
+
+    def publish(
+        self,
+        *,
+        entries: list[tuple[Chunk, Any]],
+        files: dict[str, FileRecord],
+        manifest: dict[str, Any],
+        embedding_dimension: int,
+    ) -> str:
+        vectors = np.zeros((len(entries), embedding_dimension), dtype=np.float32)
+        for i, (_, vec) in enumerate(entries):
+            vectors[i] = vec
+        return write_index(
+            self.root,
+            chunks=[chunk for chunk, _ in entries],
+            vectors=vectors,
+            files=files,
+            manifest=manifest,
+        )
+
+
+def _faiss_lookup(index: Index) -> Lookup:
+    cache: dict[str, np.ndarray] = {}
+
+    def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
+        rows = [index.row(cid) for cid in ids]
+        if not partial and any(r is None for r in rows):
+            return None
+        if "all" not in cache:
+            cache["all"] = index.all_vectors()
+        return [(index.chunks[r], cache["all"][r]) for r in rows if r is not None]
+
+    return lookup

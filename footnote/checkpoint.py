@@ -2,7 +2,7 @@
 
 The server loads a custom checkpointer from `langgraph.json`:
 
-    "checkpointer": {"path": "./ingest/postgres_checkpoint.py:server_checkpointer"}
+    "checkpointer": {"path": "./footnote/checkpoint.py:server_checkpointer"}
 
 and `server_checkpointer` reads the database from $FOOTNOTE_CHECKPOINT_URL. It can be the
 same database as a `postgresql://` index; the saver's own tables (`checkpoints`, ...) are
@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from footnote.ingest.postgres import parse_location
+from footnote.store.postgres import parse_location
 
 CHECKPOINT_URL_ENV = "FOOTNOTE_CHECKPOINT_URL"
 

@@ -13,7 +13,6 @@ leaves the previous state; a reader's statement sees the old version or the new 
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import os
 import re
@@ -27,11 +26,18 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from footnote.ingest.backends import STORED, PreviousState
-from footnote.ingest.chunking import embedding_text
-from footnote.ingest.documents import Chunk
-from footnote.ingest.store import FORMAT_VERSION, FileRecord, IndexError_, IndexNotFound
-from footnote.ingest.text import keyword_tokens
+from footnote.store.base import STORED, PreviousState
+from footnote.store.text import embedding_text, keyword_tokens
+from footnote.store.types import (
+    FORMAT_VERSION,
+    Chunk,
+    FileRecord,
+    IndexError_,
+    IndexNotFound,
+    access_groups,
+    chunk_position,
+    parse_date,
+)
 
 SCHEMA_VERSION = 1
 TEXT_SEARCH_CONFIG = "english"
@@ -192,27 +198,6 @@ def vector_literal(vector: np.ndarray) -> str:
     return "[" + ",".join(f"{float(x):.8g}" for x in vector) + "]"
 
 
-def valid_access(access: Any) -> list[str] | None:
-    """Stored groups, or NULL: malformed access (see Caller.may_see) matches no group."""
-    if not isinstance(access, list) or not access:
-        return None
-    if not all(isinstance(g, str) and g for g in access):
-        return None
-    return list(access)
-
-
-def chunk_date(value: str | None) -> dt.date | None:
-    try:
-        return dt.date.fromisoformat(str(value)[:10]) if value else None
-    except ValueError:
-        return None
-
-
-def chunk_position(chunk_id: str) -> int:
-    tail = chunk_id.rsplit(":", 1)[-1]
-    return int(tail) if tail.isdigit() else 0
-
-
 def read_manifest(conn: Any, where: Location) -> tuple[str, dict[str, Any]] | None:
     if not _table_exists(conn, "footnote_indexes"):
         return None
@@ -340,9 +325,9 @@ class PostgresBackend:
                         chunk.source,
                         chunk.section,
                         chunk_position(chunk.id),
-                        chunk_date(chunk.date),
+                        parse_date(chunk.date),
                         json.dumps(chunk.metadata),
-                        valid_access(chunk.access),
+                        access_groups(chunk.access),
                         json.dumps(chunk.to_dict(), ensure_ascii=False),
                         body,
                         sorted(set(keyword_tokens(body))),

@@ -1,0 +1,153 @@
+"""The shapes every backend stores and every reader returns, and the rules they share:
+chunks, files, hits, filters, who is asking and what they may see, index errors."""
+
+from __future__ import annotations
+
+import datetime as dt
+import fnmatch
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+FORMAT_VERSION = 1
+DEFAULT_ACCESS = ["everyone"]
+"""Groups given to documents that state none; recorded in every manifest."""
+
+
+class IndexError_(Exception):
+    """Base for index problems a user can act on; the message says what to do."""
+
+
+class IndexNotFound(IndexError_):
+    pass
+
+
+class IndexCorrupt(IndexError_):
+    pass
+
+
+class IndexMismatch(IndexError_):
+    pass
+
+
+@dataclass(kw_only=True)
+class FileRecord:
+    """What the index knows of one source file, for incremental ingest."""
+
+    sha256: str
+    chunk_ids: list[str]
+    size: int
+    mtime: float
+
+
+@dataclass(kw_only=True)
+class Chunk:
+    """A piece of a document small enough to embed, with everything a citation needs."""
+
+    id: str
+    """Stable, readable id: `source#section-slug:position`."""
+    text: str
+    source: str
+    title: str
+    section: str
+    """Heading path joined with ` > `."""
+    anchor: str | None = None
+    url: str | None = None
+    page: int | None = None
+    lines: list[int] | None = None
+    """[first, last] line in the source file, 1-based, inclusive."""
+    date: str | None = None
+    access: list[str] | None = None
+    """Groups allowed to see this chunk. None or malformed means nobody but an admin."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Chunk:
+        return cls(**data)
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk and its score under the stage that produced it."""
+
+    chunk: Chunk
+    score: float
+    row: int
+
+
+@dataclass(kw_only=True)
+class Filters:
+    """Metadata filters; every given condition must hold."""
+
+    source: str | None = None
+    """Glob on the source path, e.g. `library/*.html`."""
+    section: str | None = None
+    """Case-insensitive substring of the heading path."""
+    date_from: str | None = None
+    """ISO date, inclusive."""
+    date_to: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Exact matches on other metadata keys (front-matter fields)."""
+
+    def matches(self, chunk: Chunk) -> bool:
+        if self.source and not fnmatch.fnmatchcase(chunk.source, self.source):
+            return False
+        if self.section and self.section.lower() not in chunk.section.lower():
+            return False
+        if self.date_from or self.date_to:
+            date = parse_date(chunk.date)
+            if date is None:
+                return False
+            if self.date_from and date < require_date(self.date_from):
+                return False
+            if self.date_to and date > require_date(self.date_to):
+                return False
+        return all(chunk.metadata.get(k) == v for k, v in self.metadata.items())
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who is asking: comes from the graph's runtime context, never from a model's arguments."""
+
+    groups: frozenset[str]
+    admin: bool = False
+
+    def may_see(self, chunk: Chunk) -> bool:
+        if self.admin:
+            return True
+        groups = access_groups(chunk.access)
+        return groups is not None and not self.groups.isdisjoint(groups)
+
+
+def access_groups(access: Any) -> list[str] | None:
+    """The groups a chunk's stored access names, or None when malformed or empty: such a
+    chunk matches no group (fail closed), so only an admin sees it."""
+    if not isinstance(access, list) or not access:
+        return None
+    if not all(isinstance(g, str) and g for g in access):
+        return None
+    return list(access)
+
+
+def parse_date(value: str | None) -> dt.date | None:
+    """The date a chunk states (ISO, time part ignored), or None."""
+    try:
+        return dt.date.fromisoformat(str(value)[:10]) if value else None
+    except ValueError:
+        return None
+
+
+def require_date(value: str) -> dt.date:
+    """A filter's date: a malformed one is the caller's error, not an empty result."""
+    date = parse_date(value)
+    if date is None:
+        raise ValueError(f"not an ISO date: {value!r}")
+    return date
+
+
+def chunk_position(chunk_id: str) -> int:
+    """Position of a chunk within its section, from the `source#section:N` id."""
+    tail = chunk_id.rsplit(":", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
