@@ -93,8 +93,8 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
         # The last retrieval round's candidates: what the threshold decided on.
         grader_points.append(
             [
-                (grade(doc), prepared.source_to_id.get(doc.metadata["source"]) in gold_ids)
-                for doc in state.get("candidates", [])
+                (grade(c), prepared.source_to_id.get(c["document"].metadata["source"]) in gold_ids)
+                for c in state.get("candidates", [])
             ]
         )
         gold_text = " ".join(dataset.corpus[g]["text"] for g in gold_ids)
@@ -118,7 +118,7 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
             {
                 "question": question,
                 "abstained": answer.strip() == NOT_COVERED,
-                "best_grade": max((grade(d) for d in state.get("candidates", [])), default=0.0),
+                "best_grade": max((grade(c) for c in state.get("candidates", [])), default=0.0),
             }
         )
     answered = [r for r in rows if not r["abstained"]]

@@ -30,6 +30,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from footnote.graph.state import InputState
     from footnote.store.types import IndexError_
 
+    given = {
+        "retrieve_k": args.k,
+        "max_retrieval_attempts": args.attempts,
+        "user_groups": args.groups.split(",") if args.groups else None,
+    }
+    # Options left out keep the Context's own defaults: they are declared there only.
     context = Context(
         index_dir=args.index,
         model=args.model,
@@ -37,9 +43,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         embeddings=args.embeddings,
         hyde=args.hyde,
         web_search=args.web,
-        retrieve_k=args.k,
-        max_retrieval_attempts=args.attempts,
-        user_groups=args.groups.split(",") if args.groups else ["everyone"],
+        **{name: value for name, value in given.items() if value is not None},
     )
     graph = make_graph()
     request = InputState(messages=[HumanMessage(args.question)])
@@ -148,6 +152,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
+    from footnote.graph.context import Context  # light: no graph, no models
+
+    defaults = Context()
     p = sub.add_parser(
         "ask",
         help="answer a question from the index, with numbered citations",
@@ -181,12 +188,19 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         "--web", action="store_true", help="fall back to Tavily web search (needs TAVILY_API_KEY)"
     )
     p.add_argument(
-        "-k", type=int, default=8, help="chunks retrieved per search (default: %(default)s)"
+        "-k", type=int, help=f"chunks retrieved per search (default: {defaults.retrieve_k})"
     )
     p.add_argument(
-        "--attempts", type=int, default=2, help="max retrieval rounds (default: %(default)s)"
+        "--attempts",
+        type=int,
+        help=f"max retrieval rounds (default: {defaults.max_retrieval_attempts})",
     )
-    p.add_argument("--groups", default="", help="comma-separated access groups of the caller")
+    p.add_argument(
+        "--groups",
+        default="",
+        help="comma-separated access groups of the caller "
+        f"(default: {','.join(defaults.user_groups)})",
+    )
     p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_ask)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -108,13 +109,20 @@ class Context:
     )
 
     @classmethod
+    def known_fields(cls, value: Any) -> dict[str, Any]:
+        """The fields Footnote knows, read from a dict or any object (a parent graph's own
+        context dataclass or model); everything else is ignored."""
+        if value is None:
+            return {}
+        names = [f.name for f in fields(cls)]
+        if isinstance(value, Mapping):
+            return {name: value[name] for name in names if name in value}
+        return {name: getattr(value, name) for name in names if hasattr(value, name)}
+
+    @classmethod
     def coerce(cls, value: Any) -> Context:
-        """Accept a Context, a dict (a parent graph or server may pass one) or None."""
+        """Read a Footnote context from what a run was given: a Context, None, a dict, or a
+        parent graph's own context object."""
         if isinstance(value, cls):
             return value
-        if not value:
-            return cls()
-        if isinstance(value, dict):
-            known = {f.name for f in fields(cls)}
-            return cls(**{k: v for k, v in value.items() if k in known})
-        raise TypeError(f"cannot read a Footnote context from {type(value).__name__}")
+        return cls(**cls.known_fields(value))

@@ -17,7 +17,7 @@ from langgraph.types import Checkpointer
 from footnote.graph.context import Context
 from footnote.graph.nodes import AnswerNodes, route_after_grading
 from footnote.graph.state import InputState, OutputState, State
-from footnote.tools.documents import search_documents
+from footnote.graph.tools import SEARCH_CALLS, search_documents
 
 
 def make_graph(
@@ -34,7 +34,7 @@ def make_graph(
     builder.add_node("new_question", nodes.new_question)
     builder.add_node("rewrite_query", nodes.rewrite_query)
     builder.add_node("call_retriever", nodes.call_retriever)
-    builder.add_node("tools", ToolNode([search_documents]))
+    builder.add_node("tools", ToolNode([search_documents], messages_key=SEARCH_CALLS))
     builder.add_node("grade_documents", nodes.grade_documents)
     builder.add_node("web_search", nodes.web_search)
     builder.add_node("generate", nodes.generate)

@@ -7,15 +7,8 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
-from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import (
-    AIMessage,
-    AnyMessage,
-    HumanMessage,
-    SystemMessage,
-    ToolMessage,
-)
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field
@@ -24,7 +17,8 @@ from footnote.graph import offline, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.state import CLEAR, State
-from footnote.tools.documents import search_documents
+from footnote.graph.tools import SEARCH_CALLS, search_documents
+from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
@@ -126,8 +120,8 @@ class AnswerNodes:
             "hyde_passage": "",
             "attempts": 0,
             "documents": CLEAR,
-            "candidates": [],
-            "grades": [],
+            "candidates": CLEAR,
+            SEARCH_CALLS: CLEAR,
             "citations": [],
             "invalid_citations": [],
             "notices": CLEAR,
@@ -163,7 +157,7 @@ class AnswerNodes:
             strategy = "llm_retry"
         else:
             query, strategy = offline.retry_query(state.query, state.candidates), "prf"
-        if context.hyde or (model is not None and state.attempts > 0):
+        if context.hyde:
             if model is None:
                 if state.attempts == 0:
                     notices.append("HyDE needs a chat model; it is unavailable offline.")
@@ -219,19 +213,19 @@ class AnswerNodes:
                     }
                 ],
             )
-        return {"messages": [message], "route": ["call_retriever"]}
+        return {SEARCH_CALLS: [CLEAR, message], "candidates": CLEAR, "route": ["call_retriever"]}
 
     def grade_documents(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
-        candidates = _latest_tool_documents(state.messages)
+        candidates = state.candidates
         grades, notice = self._grade(context, state.standalone_question, candidates)
         # Grades filter; they reorder only when a model gave them. The offline grade is a
         # coarser signal than the retrieval ranking it would otherwise overrule.
         order = list(range(len(candidates)))
         if self.chat_model(context) is not None:
             order = sorted(order, key=lambda i: -grades[i])
-        kept = [candidates[i] for i in order if grades[i] >= context.grade_threshold][
+        kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
         ]
         runtime.stream_writer(
@@ -243,8 +237,7 @@ class AnswerNodes:
             }
         )
         return {
-            "candidates": candidates,
-            "grades": grades,
+            SEARCH_CALLS: CLEAR,
             "documents": [CLEAR, *kept],
             "attempts": state.attempts + 1,
             "notices": [notice] if notice else [],
@@ -252,24 +245,25 @@ class AnswerNodes:
         }
 
     def _grade(
-        self, context: Context, question: str, docs: list[Document]
+        self, context: Context, question: str, candidates: Sequence[Candidate]
     ) -> tuple[list[float], str | None]:
         """Grades in [0, 1], and a notice when the model's grades could not be used."""
-        fallback = [offline.grade(d) for d in docs]
+        fallback = [offline.grade(c) for c in candidates]
         model = self.chat_model(context)
-        if model is None or not docs:
+        if model is None or not candidates:
             return fallback, None
         try:
             grader = model.with_structured_output(SourceGrades).with_config(
                 internal_call("grade_documents", trace_metadata(context))
             )
+            docs = [c["document"] for c in candidates]
             result = grader.invoke(
                 prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
             )
         except Exception as exc:  # a failed grade must not end the run: fall back to evidence
             return fallback, f"Grading fell back to retrieval evidence ({type(exc).__name__})."
         scores = result.scores if isinstance(result, SourceGrades) else None
-        if not scores or len(scores) != len(docs):
+        if not scores or len(scores) != len(candidates):
             return fallback, "Grading fell back to retrieval evidence (malformed grades)."
         return [max(0.0, min(1.0, s / 10)) for s in scores], None
 
@@ -359,23 +353,3 @@ def route_after_grading(
 
 def _has_citation(text: str) -> bool:
     return bool(verify(text, [])[2])
-
-
-def _latest_tool_documents(messages: Sequence[AnyMessage]) -> list[Document]:
-    """Documents from the tool results of the latest agent step, deduplicated by chunk id."""
-    results: list[ToolMessage] = []
-    for message in reversed(messages):
-        if isinstance(message, ToolMessage):
-            results.append(message)
-        elif isinstance(message, AIMessage) and message.tool_calls:
-            break
-    seen: set[str] = set()
-    docs: list[Document] = []
-    for message in reversed(results):
-        for item in message.artifact or []:
-            doc = item if isinstance(item, Document) else Document(**item)
-            key = str(doc.metadata.get("chunk_id") or doc.id)
-            if key not in seen:
-                seen.add(key)
-                docs.append(doc)
-    return docs

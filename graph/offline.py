@@ -19,6 +19,7 @@ from langchain_core.documents import Document
 from footnote.graph.citations import strip_citation_marks
 from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
+from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import expand_query
 
 DENSE_WEIGHT = 0.6
@@ -44,16 +45,16 @@ def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[
     return question, "as_asked"
 
 
-def retry_query(query: str, candidates: Sequence[Document]) -> str:
+def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     """A different query for the next round: pseudo-relevance feedback from the candidates."""
-    return expand_query(query, [d.page_content for d in candidates])
+    return expand_query(query, [c["document"].page_content for c in candidates])
 
 
-def grade(document: Document) -> float:
-    """Relevance in [0, 1] from the evidence the retrieval tool attached to the chunk."""
-    dense = float(document.metadata.get("dense", 0.0))
-    coverage = float(document.metadata.get("coverage", 0.0))
-    return max(0.0, min(1.0, DENSE_WEIGHT * dense + (1 - DENSE_WEIGHT) * coverage))
+def grade(candidate: Candidate) -> float:
+    """Relevance in [0, 1] from the evidence the retrieval measured for the chunk."""
+    evidence = candidate["evidence"]
+    score = DENSE_WEIGHT * evidence["dense"] + (1 - DENSE_WEIGHT) * evidence["coverage"]
+    return max(0.0, min(1.0, score))
 
 
 def extractive_answer(

@@ -9,6 +9,8 @@ from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage
 from langgraph.graph import add_messages
 
+from footnote.tools.documents import Candidate
+
 CLEAR: Literal["clear"] = "clear"
 """Send this to an appending field to empty it (a new question, a new retrieval round)."""
 
@@ -22,6 +24,20 @@ def append_or_clear(existing: list[T] | None, new: list[Any] | Literal["clear"] 
     if new and new[0] == CLEAR:
         return list(new[1:])
     return [*(existing or []), *(new or [])]
+
+
+def merge_candidates(
+    existing: list[Candidate] | None, new: list[Any] | Literal["clear"] | None
+) -> list[Candidate]:
+    """`append_or_clear`, keeping the first of several hits on one chunk (parallel searches)."""
+    seen: set[str | None] = set()
+    merged: list[Candidate] = []
+    for candidate in append_or_clear(existing, new):
+        key = candidate["document"].id
+        if key not in seen:
+            seen.add(key)
+            merged.append(candidate)
+    return merged
 
 
 @dataclass(kw_only=True)
@@ -59,14 +75,16 @@ class State(OutputState):
     query: str = ""
     """The standalone search query written for this attempt."""
     hyde_passage: str = ""
-    """A hypothetical answer whose embedding is searched alongside the query (LLM only)."""
+    """A hypothetical answer whose embedding is searched alongside the query (HyDE on and a
+    chat model configured); handed to the search tool, hidden from the model."""
     strategy: str = ""
     """How the current query was written: as_asked, condensed, llm_rewrite, prf, hyde."""
+    search_calls: Annotated[list[AnyMessage], append_or_clear] = field(default_factory=list)
+    """The agent step's tool call and the tool's replies for the current round: internal
+    traffic, kept out of `messages` and emptied once the round is graded."""
+    candidates: Annotated[list[Candidate], merge_candidates] = field(default_factory=list)
+    """What the last retrieval round found, with its grading evidence (feeds PRF on a retry)."""
     documents: Annotated[list[Document], append_or_clear] = field(default_factory=list)
     """Chunks judged relevant, in the order they will be numbered as sources."""
-    candidates: list[Document] = field(default_factory=list)
-    """Everything the last retrieval returned, graded or not (feeds PRF on a retry)."""
-    grades: list[float] = field(default_factory=list)
-    """Relevance score in [0, 1] of each candidate, same order as `candidates`."""
     attempts: int = 0
     """Retrieval rounds done for this question; bounded by `max_retrieval_attempts`."""

@@ -16,9 +16,9 @@ from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
 from footnote.store.files import load_index, write_index
 from footnote.store.types import Caller, Chunk, Filters
-from footnote.tools.documents import search_index
+from footnote.tools.documents import retrieve_documents
 from footnote.tools.retrieval import STAGES, Retriever
-from footnote.tools.search import run_stage
+from footnote.tools.search import SearchRequest, run_stage
 
 GROUPS = ["everyone", "engineering", "finance", "hr", "admins"]
 WORDS = [
@@ -176,8 +176,10 @@ def test_no_leaks_through_the_tool(
             and all(isinstance(g, str) and g for g in c.access)
             and set(c.access) & set(groups)
         }
-        context = {"index_dir": str(Path(tmp) / "index"), "user_groups": groups, "retrieve_k": 50}
-        found = {d.metadata["chunk_id"] for d in search_index(query, context)}
+        request = SearchRequest(
+            query=query, index_dir=Path(tmp) / "index", user_groups=tuple(groups), k=50
+        )
+        found = {d.metadata["chunk_id"] for d in retrieve_documents(request)}
         assert found == allowed, "exactly the visible chunks: none leaked, none lost"
         retriever = Retriever(load_index(Path(tmp) / "index"), load_embeddings(""))
         mask = retriever.mask(Caller(groups=frozenset(groups)))
@@ -220,7 +222,7 @@ def test_no_leaks_through_the_graph(
 
 def test_groups_come_from_context_not_tool_arguments(handbook_index: Path) -> None:
     """The tool's schema offers the model only a query: no way to name groups."""
-    from footnote.tools.documents import search_documents
+    from footnote.graph.tools import search_documents
 
     assert set(search_documents.tool_call_schema.model_json_schema()["properties"]) == {"query"}
     out = make_graph().invoke(

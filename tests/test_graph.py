@@ -4,18 +4,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Any
 
 import pytest
-from langchain_core.messages import AIMessage, AnyMessage, BaseMessage, ToolMessage
-from langchain_core.tools import tool
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 from langgraph.checkpoint.memory import InMemorySaver
-from langgraph.graph import START, StateGraph
-from langgraph.graph.message import add_messages
-from langgraph.prebuilt import ToolNode
-from typing_extensions import TypedDict
 
-from footnote.graph.agent_tool import answer_tool
 from footnote.graph.graph import graph as exported_graph
 from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
@@ -108,8 +102,10 @@ def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
     assert out["citations"][0]["source"] == "keys.md"
     roles = [role_of(call) for call in model.calls]
     assert roles == ["agent", "grade", "answer"]
-    tool_messages = [m for m in out["messages"] if isinstance(m, ToolMessage)]
-    assert tool_messages and tool_messages[0].artifact, "the tool returns documents as artifact"
+    assert [type(m) for m in out["messages"]] == [HumanMessage, AIMessage], (
+        "the conversation holds the question and the answer, no retrieval traffic"
+    )
+    assert not out["messages"][-1].tool_calls
     answer_prompt = prompt_text(model.calls[-1])
     assert "[1] keys.md § API keys > Rotation" in answer_prompt
 
@@ -125,6 +121,53 @@ def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
     assert out["invalid_citations"] == [7]
     assert [c["n"] for c in out["citations"]] == [1, 2]
     assert any("[7]" in notice for notice in out["notices"])
+
+
+def test_retrieval_goes_through_the_tool_into_typed_state(handbook_index: Path) -> None:
+    model = _llm_script(answer="API keys are rotated every 90 days [1].")
+    graph = make_graph(chat_model=model, checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "typed-state"}}
+    tool_updates = []
+    for update in graph.stream(
+        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
+        config,
+        context={"index_dir": str(handbook_index)},
+        stream_mode="updates",
+    ):
+        if "tools" in update:
+            tool_updates.extend(
+                update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
+            )
+    assert tool_updates, "retrieval runs in the ToolNode"
+    candidates = [c for u in tool_updates for c in u["candidates"]]
+    assert candidates and candidates[0]["document"].metadata["source"] == "keys.md"
+    assert set(candidates[0]["evidence"]) == {"dense", "coverage"}
+    replies = [m for u in tool_updates for m in u["search_calls"]]
+    assert [type(m) for m in replies] == [ToolMessage]
+    assert len(replies[0].content) < 400, "the tool's reply names chunks; it does not quote them"
+
+    state = graph.get_state(config).values
+    assert [type(m) for m in state["messages"]] == [HumanMessage, AIMessage]
+    assert state["search_calls"] == [], "tool traffic is not kept in the thread"
+    assert "grades" not in state
+
+
+@pytest.mark.parametrize("hyde", [False, True])
+def test_hyde_runs_only_when_the_context_says(handbook_index: Path, hyde: bool) -> None:
+    model = _llm_script(grades=[0] * 8)
+    events = [
+        payload
+        for payload in make_graph(chat_model=model).stream(
+            {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
+            context={"index_dir": str(handbook_index), "hyde": hyde, "max_retrieval_attempts": 2},
+            stream_mode="custom",
+        )
+        if payload["event"] == "retrieved"
+    ]
+    hyde_calls = [call for call in model.calls if role_of(call) == "hyde"]
+    assert len(events) == 2, "a first attempt and a retry"
+    assert len(hyde_calls) == (2 if hyde else 0), "HyDE on every attempt when on, never when off"
+    assert [e["hyde"] for e in events] == [hyde, hyde], "the passage reaches the search tool"
 
 
 @pytest.mark.parametrize("budget", [1, 3])
@@ -204,44 +247,6 @@ def test_internal_llm_calls_do_not_stream(handbook_index: Path) -> None:
         "the agent step shows only as its tool-call message, not as streamed tokens"
     )
     assert events[:3] == ["rewriting", "retrieved", "graded"]
-
-
-class ParentState(TypedDict):
-    messages: Annotated[list[AnyMessage], add_messages]
-
-
-def test_compiled_graph_as_subgraph_node(handbook_index: Path) -> None:
-    parent = StateGraph(ParentState)
-    parent.add_node("footnote", make_graph())
-    parent.add_edge(START, "footnote")
-    out = parent.compile().invoke(
-        {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
-        context={"index_dir": str(handbook_index)},
-    )
-    assert "90 days" in out["messages"][-1].content
-
-
-def test_graph_wrapped_as_tool_for_another_agent(handbook_index: Path) -> None:
-    handbook = answer_tool(make_graph(), context={"index_dir": str(handbook_index)})
-
-    @tool
-    def unrelated(text: str) -> str:
-        """Echo text."""
-        return text
-
-    def agent(state: ParentState) -> dict[str, Any]:
-        return {"messages": [tool_call(handbook.name, {"question": API_KEY_QUESTION}, "c1")]}
-
-    outer = StateGraph(ParentState)
-    outer.add_node("agent", agent)
-    outer.add_node("tools", ToolNode([handbook, unrelated]))
-    outer.add_edge(START, "agent")
-    outer.add_edge("agent", "tools")
-    result = outer.compile().invoke({"messages": [{"role": "user", "content": "hi"}]})
-    reply = result["messages"][-1]
-    assert isinstance(reply, ToolMessage)
-    assert "90 days" in reply.content
-    assert "keys.md" in reply.content
 
 
 def test_graph_shape_snapshot() -> None:

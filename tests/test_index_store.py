@@ -115,8 +115,7 @@ def long_markdown(rng: random.Random) -> tuple[str, dict[str, str]]:
     # Token-dense and unbreakable by whitespace: the splitter must fall back to characters.
     blob = "".join(rng.choice(string.ascii_letters + string.digits + "+/=") for _ in range(5000))
     listing = "\n".join(
-        f"- item {i}: {rng.choice(_WORDS)} {rng.choice(_WORDS)}"
-        for i in range(300)
+        f"- item {i}: {rng.choice(_WORDS)} {rng.choice(_WORDS)}" for i in range(300)
     )
     long_heading = " ".join(rng.choice(_WORDS) for _ in range(60))
     bodies = {
@@ -286,9 +285,7 @@ def test_pickled_index_file_fails_cleanly_in_cli(
 @pytest.mark.parametrize(
     "name", ["chunks.jsonl", "files.json", "vectors.faiss", "bm25/vocab.index.json"]
 )
-def test_tampered_file_is_reported_by_name(
-    tmp_path: Path, handbook_index: Path, name: str
-) -> None:
+def test_tampered_file_is_reported_by_name(tmp_path: Path, handbook_index: Path, name: str) -> None:
     index = tmp_path / "index"
     shutil.copytree(handbook_index, index)
     path = version_dir(index) / name

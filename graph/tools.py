@@ -1,0 +1,65 @@
+"""The tool the answer graph's agent step calls: a search of the index, as the caller may see it.
+
+What the tool needs comes in explicitly: the query from the model, the HyDE passage from the
+graph's state (hidden from the model), and the index and the caller's groups from the run's
+context (never from the model). Its results go to the typed `candidates` field; the tool-call
+traffic stays in the internal `search_calls` channel, out of the conversation.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from langchain.tools import ToolRuntime
+from langchain_core.messages import ToolMessage
+from langchain_core.tools import tool
+from langgraph.prebuilt import InjectedState
+from langgraph.types import Command
+
+from footnote.graph.context import Context
+from footnote.tools.documents import retrieve_candidates
+from footnote.tools.search import SearchRequest
+
+SEARCH_CALLS = "search_calls"
+"""The state channel the ToolNode reads tool calls from and answers into."""
+
+
+@tool
+def search_documents(
+    query: str,
+    runtime: ToolRuntime,
+    hyde_passage: Annotated[str, InjectedState("hyde_passage")] = "",
+) -> Command:
+    """Search the team's own documents (handbooks, docs, code) for passages about `query`.
+
+    Use it for every question about the team's policies, systems or documentation. Write the
+    query in the words a document would use. Returns numbered passages with their sources.
+    """
+    context = Context.coerce(runtime.context)
+    candidates = retrieve_candidates(
+        SearchRequest(
+            query=query,
+            index_dir=context.index_dir,
+            embeddings=context.embeddings,
+            k=context.retrieve_k,
+            user_groups=tuple(context.user_groups),
+            admin=context.admin,
+            extra_texts=[hyde_passage] if hyde_passage else [],
+        )
+    )
+    if runtime.stream_writer is not None:
+        runtime.stream_writer(
+            {
+                "event": "retrieved",
+                "query": query,
+                "candidates": len(candidates),
+                "hyde": bool(hyde_passage),
+            }
+        )
+    found = ", ".join(c["document"].metadata["chunk_id"] for c in candidates)
+    reply = ToolMessage(
+        f"{len(candidates)} passages found: {found}" if candidates else "No passages found.",
+        tool_call_id=runtime.tool_call_id or "",
+        name="search_documents",
+    )
+    return Command(update={"candidates": candidates, SEARCH_CALLS: [reply]})
