@@ -20,10 +20,10 @@ sys.path.insert(0, str(HERE))
 from build_pyfaq import DEFAULT_HTML, build  # noqa: E402
 from peer_retrieval import langchain_peer  # noqa: E402
 
+from footnote.console import ProgressPrinter  # noqa: E402
 from footnote.evaluate import (  # noqa: E402
     DEFAULT_DEPTH,
     StageRunner,
-    StderrProgress,
     evaluate_stages,
     prepare_index,
     print_result,
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.dataset / "corpus.jsonl").is_file():
         counts = build(DEFAULT_HTML, args.dataset)
         print(f"built pyfaq: {counts}", file=sys.stderr)
-    prepared = prepare_index(args.dataset, args.index, progress=StderrProgress())
+    prepared = prepare_index(args.dataset, args.index, progress=ProgressPrinter())
     runners: dict[str, StageRunner] = {}
     if not args.no_peer:
         print("building the LangChain peer over the same chunks", file=sys.stderr)

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from footnote.evaluate import StageRunner
+from footnote.store.files import FilesReader
 from footnote.store.text import embedding_text
 from footnote.store.types import Hit
 from footnote.tools.retrieval import Retriever
@@ -29,19 +30,22 @@ def _ensemble_class() -> Any:
     return EnsembleRetriever
 
 
-def langchain_peer(retriever: Retriever, k: int = 100) -> StageRunner:
+def langchain_peer(retriever: Retriever[Any], k: int = 100) -> StageRunner:
     """A stage runner (query -> chunk hits) for the LangChain ensemble over this index."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         from langchain_community.retrievers import BM25Retriever
         from langchain_community.vectorstores import FAISS
 
-    chunks = retriever.index.chunks
+    if not isinstance(retriever.reader, FilesReader):
+        raise ValueError("the LangChain peer is built over a files index, not a database")
+    index = retriever.reader.index
+    chunks = index.chunks
     if not chunks:
         return lambda query: []
     texts = [embedding_text(chunk) for chunk in chunks]
     metadatas = [{"row": row} for row in range(len(chunks))]
-    vectors = retriever.index.all_vectors().tolist()
+    vectors = index.all_vectors().tolist()
     keyword = BM25Retriever.from_texts(texts, metadatas=metadatas, k=k)
     store = FAISS.from_embeddings(
         text_embeddings=list(zip(texts, vectors, strict=True)),

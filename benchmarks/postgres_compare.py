@@ -33,7 +33,7 @@ from footnote.evaluate import (  # noqa: E402
     markdown_table,
 )
 from footnote.ingest.pipeline import IngestSummary  # noqa: E402
-from footnote.store.backends import open_backend  # noqa: E402
+from footnote.store.backends import open_writer  # noqa: E402
 from footnote.store.files import load_index, write_index  # noqa: E402
 from footnote.store.types import Hit  # noqa: E402
 from footnote.tools.retrieval import get_retriever  # noqa: E402
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         out["faiss_write_chunks_per_s"] = len(entries) / (time.perf_counter() - started)
         shutil.rmtree(scratch, ignore_errors=True)
         started = time.perf_counter()
-        open_backend(url).publish(
+        open_writer(url).publish(
             entries=entries,
             files=index.files,
             manifest={k: index.manifest[k] for k in ("embedding", "chunking", "default_access")},

@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_INDEX = ".footnote/index"
+from footnote.store.backends import default_index
 
 EPILOG = """\
 examples:
@@ -23,44 +23,8 @@ a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 """
 
 
-def default_index() -> str:
-    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
-
-
-class ProgressPrinter:
-    """A progress bar on a terminal, a plain line per ~10% otherwise, nothing with --quiet."""
-
-    def __init__(self, quiet: bool) -> None:
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self._bars: dict[str, Any] = {}
-        self._last: dict[str, int] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self.quiet or total == 0:
-            return
-        if self.tty:
-            from tqdm import tqdm
-
-            bar = self._bars.get(stage)
-            if bar is None:
-                bar = self._bars[stage] = tqdm(
-                    total=total,
-                    desc=stage,
-                    unit="file" if stage == "parse" else "chunk",
-                    leave=False,
-                )
-            bar.update(done - bar.n)
-            if done >= total:
-                bar.close()
-            return
-        step = max(1, total // 10)
-        if done == total or done - self._last.get(stage, 0) >= step:
-            self._last[stage] = done
-            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
-
-
 def cmd_ingest(args: argparse.Namespace) -> int:
+    from footnote.console import ProgressPrinter
     from footnote.ingest.chunking import ChunkSettings
     from footnote.ingest.pipeline import ingest
     from footnote.store.types import IndexError_
@@ -97,20 +61,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     return 1 if summary.failed else 0
 
 
-def format_location(item: dict[str, Any]) -> str:
-    parts = [item["source"]]
-    if item.get("section"):
-        parts.append(f"§ {item['section']}")
-    if item.get("page"):
-        parts.append(f"p. {item['page']}")
-    if item.get("lines"):
-        parts.append(f"lines {item['lines'][0]}-{item['lines'][1]}")
-    if item.get("url") and item["url"] != item["source"]:
-        parts.append(item["url"])
-    return ", ".join(parts)
-
-
 def cmd_search(args: argparse.Namespace) -> int:
+    from footnote.console import format_location
     from footnote.tools.search import SearchRequest, search
 
     try:

@@ -11,7 +11,7 @@ from typing import Any, cast
 
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:
-    from footnote.cli import format_location
+    from footnote.console import format_location
 
     if not citations:
         return

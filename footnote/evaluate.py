@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from footnote.console import ProgressPrinter
 from footnote.ingest.pipeline import IngestSummary, Progress, ingest
-from footnote.store.backends import is_postgres, open_backend
-from footnote.store.files import current_version
+from footnote.store.backends import current_version, is_postgres, open_writer
 from footnote.store.types import Caller, Hit, IndexError_
 from footnote.tools.retrieval import STAGES, Retriever, get_retriever
 from footnote.tools.search import run_stage
@@ -145,7 +145,7 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
     nothing but this dataset's passage files.
     """
     if is_postgres(index):
-        previous = open_backend(index).previous()
+        previous = open_writer(index).previous()
         if previous is not None and not set(previous.files) <= passages:
             raise IndexError_(
                 f"{index} holds documents that are not this benchmark's passages; evaluating "
@@ -188,7 +188,7 @@ def prepare_index(
 
 
 def default_runners(
-    retriever: Retriever, stages: Sequence[str] = STAGES, k: int = DEFAULT_DEPTH
+    retriever: Retriever[Any], stages: Sequence[str] = STAGES, k: int = DEFAULT_DEPTH
 ) -> dict[str, StageRunner]:
     """Footnote's own stages, searched as an admin with no filters (every chunk is eligible)."""
     mask = retriever.mask(Caller(groups=frozenset(), admin=True))
@@ -235,35 +235,6 @@ def _ranx_scores(
     return {metrics[0]: float(scores)}
 
 
-class StderrProgress:
-    """tqdm on a terminal, a plain line per ~10% otherwise; same call shape as ingest's."""
-
-    def __init__(self, enabled: bool = True) -> None:
-        self.enabled = enabled
-        self.tty = sys.stderr.isatty()
-        self._bars: dict[str, Any] = {}
-        self._last: dict[str, int] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if not self.enabled or total == 0:
-            return
-        if self.tty:
-            from tqdm import tqdm
-
-            bar = self._bars.get(stage)
-            if bar is None:
-                bar = self._bars[stage] = tqdm(total=total, desc=stage, leave=False)
-            bar.update(done - bar.n)
-            if done >= total:
-                bar.close()
-                del self._bars[stage]
-            return
-        step = max(1, total // 10)
-        if done == total or done - self._last.get(stage, 0) >= step:
-            self._last[stage] = 0 if done == total else done
-            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
-
-
 def evaluate_stages(
     dataset_dir: str | Path,
     index_dir: str | Path | None = None,
@@ -282,7 +253,7 @@ def evaluate_stages(
     `runners`); a name found in `runners` uses that callable, any other must be a built-in
     stage. With `curve_depth` > 0 the result also holds recall@1..curve_depth per stage.
     """
-    report = StderrProgress(progress)
+    report = ProgressPrinter(quiet=not progress)
     if prepared is None:
         prepared = prepare_index(dataset_dir, index_dir, progress=report)
     runners = dict(runners or {})

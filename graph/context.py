@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from footnote.graph import prompts
-
-DEFAULT_INDEX = ".footnote/index"
-"""Where the index lives when neither the context nor $FOOTNOTE_INDEX says."""
-
-
-def _default_index() -> str:
-    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
+from footnote.store.backends import default_index
 
 
 @dataclass(kw_only=True)
@@ -52,7 +45,7 @@ class Context:
         },
     )
     index_dir: str = field(
-        default_factory=_default_index,
+        default_factory=default_index,
         metadata={
             "description": "Index directory built by `footnote ingest`. Defaults to "
             "$FOOTNOTE_INDEX, else .footnote/index."

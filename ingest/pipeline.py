@@ -17,7 +17,7 @@ from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.parsers import is_supported, parse_file
-from footnote.store.backends import is_postgres, open_backend
+from footnote.store.backends import is_postgres, open_writer
 from footnote.store.text import embedding_text
 from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
 
@@ -158,7 +158,7 @@ def ingest(
 ) -> IngestSummary:
     """Bring the index at `index_dir` (a directory or a `postgresql://` URL) in line with
     `paths`: the given paths are the corpus."""
-    backend = open_backend(index_dir)
+    backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
     model = load_embeddings(embeddings)
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)

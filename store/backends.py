@@ -1,27 +1,57 @@
 """Where an index lives: a directory (FAISS + BM25 files, the zero-setup default) or a
-PostgreSQL database (pgvector + full-text), chosen by the `--index` value alone.
-
-Ingest writes through `IndexBackend` (store/base.py); `tools.retrieval.get_retriever` reads
-the same location, so the graph's context only ever names the index by that string.
+PostgreSQL database (pgvector + full-text), chosen by the `--index` value alone, so the
+graph's context, the CLI and evaluation only ever name an index by that string.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+from typing import Any
 
-from footnote.store.base import IndexBackend
+from footnote.store.base import IndexReader, IndexWriter
+
+DEFAULT_INDEX = ".footnote/index"
+"""Where the index lives when neither the caller nor $FOOTNOTE_INDEX says."""
+
+
+def default_index() -> str:
+    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
 
 
 def is_postgres(location: str | Path) -> bool:
     return str(location).startswith(("postgresql://", "postgres://"))
 
 
-def open_backend(location: str | Path) -> IndexBackend:
-    """The backend for an `--index` value: a PostgreSQL URL or a directory."""
+def open_writer(location: str | Path) -> IndexWriter:
+    """The write side for an `--index` value: a PostgreSQL URL or a directory."""
     if is_postgres(location):
-        from footnote.store.postgres import PostgresBackend
+        from footnote.store.postgres import PostgresWriter
 
-        return PostgresBackend(str(location))
-    from footnote.store.files import FaissBackend
+        return PostgresWriter(str(location))
+    from footnote.store.files import FilesWriter
 
-    return FaissBackend(location)
+    return FilesWriter(location)
+
+
+def open_reader(location: str | Path) -> IndexReader[Any]:
+    """The live version of the index at `location`, ready to search."""
+    if is_postgres(location):
+        from footnote.store.postgres import PostgresReader
+
+        return PostgresReader(str(location))
+    from footnote.store.files import FilesReader, load_index
+
+    return FilesReader(load_index(location))
+
+
+def current_version(location: str | Path) -> str | None:
+    """The live version at `location` (None when there is no index): a cheap check for
+    whether a reader opened earlier is still current."""
+    if is_postgres(location):
+        from footnote.store import postgres
+
+        return postgres.current_version(str(location))
+    from footnote.store import files
+
+    return files.current_version(Path(location))

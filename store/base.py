@@ -1,12 +1,22 @@
-"""What every index backend offers, so ingest and retrieval never ask which one it is."""
+"""What every index backend offers, so ingest and retrieval never ask which one it is.
+
+A backend is one home holding both sides of an index: an `IndexWriter` that incremental
+ingest publishes through, and an `IndexReader` over one published version. Readers search
+with query vectors and keyword text, never with text to embed: embedding, fusion, decay,
+relevance features and reranking are written once, above the store, in `footnote.tools`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from footnote.store.types import Chunk, FileRecord
+from footnote.store.types import Caller, Chunk, FileRecord, Filters, Hit
+
+if TYPE_CHECKING:  # only annotations need it: the command line starts without numpy
+    import numpy as np
 
 STORED: Any = object()
 """Stands for the vector of a chunk the backend already holds and keeps as it is."""
@@ -26,7 +36,7 @@ class PreviousState:
     `partial` (the second argument), which skips the missing ones."""
 
 
-class IndexBackend(Protocol):
+class IndexWriter(Protocol):
     """The write side of an index, as incremental ingest uses it."""
 
     location: str
@@ -43,3 +53,38 @@ class IndexBackend(Protocol):
         embedding_dimension: int,
     ) -> str:
         """Make exactly `entries` the live index, atomically; returns the new version."""
+
+
+S = TypeVar("S")
+"""A backend's own form of a selection: a boolean row mask, a SQL condition."""
+
+
+class IndexReader(Protocol[S]):
+    """The read side of one published version of an index.
+
+    Every search is pre-filtered by a selection (access control and metadata filters applied
+    before ranking), so a selective filter still returns k hits when k exist and a chunk the
+    caller may not see is never scored. `row` in a `Hit` is the backend's stable row id.
+    """
+
+    location: str
+    version: str
+    manifest: dict[str, Any]
+
+    def select(self, caller: Caller, filters: Filters | None = None) -> S:
+        """The rows `caller` may see that pass `filters`; a malformed filter fails here."""
+
+    def keyword(self, query: str, k: int, selection: S) -> list[Hit]:
+        """Up to k keyword matches for the query's words, best first."""
+
+    def dense(self, vector: np.ndarray, k: int, selection: S) -> list[Hit]:
+        """The k rows whose stored vectors have the highest inner product with `vector`."""
+
+    def vectors(self, rows: Sequence[int]) -> np.ndarray:
+        """The stored vectors of `rows`, in order (zeros for a row this version lacks)."""
+
+    def document_frequencies(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """How many chunks there are, and how many contain each keyword token."""
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        """Inside it, every search reads the same version, whatever ingest publishes."""

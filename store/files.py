@@ -1,4 +1,5 @@
-"""The on-disk index: one directory of inspectable files, written atomically, loaded without pickle.
+"""The files backend: one directory of inspectable files, written atomically, loaded without
+pickle, searched in memory (FAISS for vectors, bm25s for keywords).
 
     DIR/CURRENT                 name of the live version (replaced atomically)
     DIR/versions/<v>/manifest.json   format, embedding model, chunking, counts, checksums
@@ -19,6 +20,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Sequence
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,12 +34,16 @@ from footnote.store.base import Lookup, PreviousState
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
+    Caller,
     Chunk,
     FileRecord,
+    Filters,
+    Hit,
     IndexCorrupt,
     IndexError_,
     IndexMismatch,
     IndexNotFound,
+    check_embeddings,
 )
 
 KEYWORD_TOKENIZER = "footnote-keyword-v1"
@@ -89,24 +96,6 @@ def current_version(root: Path) -> str | None:
     except FileNotFoundError:
         return None
     return name or None
-
-
-def check_embeddings(
-    manifest: dict[str, Any], root: Path, embedding_model: str | None, dimension: int | None
-) -> None:
-    """Refuse to search an index with embeddings other than those it was built with."""
-    built_with = manifest["embedding"]
-    if embedding_model is not None and built_with["model"] != embedding_model:
-        raise IndexMismatch(
-            f"index {root} was built with embeddings {built_with['model']!r} "
-            f"(dimension {built_with['dimension']}), but {embedding_model!r} was requested: "
-            "use the same embeddings or rebuild the index with `footnote ingest --rebuild`"
-        )
-    if dimension is not None and built_with["dimension"] != dimension:
-        raise IndexMismatch(
-            f"index {root} holds {built_with['dimension']}-dimensional vectors, but the "
-            f"embeddings give {dimension}: rebuild the index with these embeddings"
-        )
 
 
 def _manifest_complete(manifest: Any) -> bool:
@@ -271,15 +260,14 @@ def _prune(versions: Path, *, keep: set[str | None]) -> None:
             shutil.rmtree(leftover, ignore_errors=True)
 
 
-class FaissBackend:
-    """The embedded default: one directory of versioned files (this module)."""
+class FilesWriter:
+    """The write side of an index directory (the zero-setup default)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
         self.location = str(self.root)
 
     def previous(self) -> PreviousState | None:
-
         if current_version(self.root) is None:
             return None
         try:
@@ -290,7 +278,7 @@ class FaissBackend:
             version=index.version,
             manifest=index.manifest,
             files=index.files,
-            lookup=_faiss_lookup(index),
+            lookup=_lookup(index),
         )
 
     def publish(
@@ -313,7 +301,7 @@ class FaissBackend:
         )
 
 
-def _faiss_lookup(index: Index) -> Lookup:
+def _lookup(index: Index) -> Lookup:
     cache: dict[str, np.ndarray] = {}
 
     def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
@@ -325,3 +313,81 @@ def _faiss_lookup(index: Index) -> Lookup:
         return [(index.chunks[r], cache["all"][r]) for r in rows if r is not None]
 
     return lookup
+
+
+class FilesReader:
+    """Searches one loaded version in memory; thread-safe, as a loaded version never changes.
+
+    Its selection is a boolean row mask, computed once per request and shared by every
+    search of that request.
+    """
+
+    def __init__(self, index: Index) -> None:
+        self.index = index
+        self.location = str(index.path)
+        self.version = index.version
+        self.manifest = index.manifest
+        self._n = len(index.chunks)
+        self._doc_freq = np.diff(np.asarray(index.bm25.scores["indptr"]))
+        self._all_vectors: np.ndarray | None = None
+
+    def select(self, caller: Caller, filters: Filters | None = None) -> np.ndarray:
+        return np.fromiter(
+            (
+                caller.may_see(c) and (filters is None or filters.matches(c))
+                for c in self.index.chunks
+            ),
+            dtype=bool,
+            count=self._n,
+        )
+
+    def keyword(self, query: str, k: int, selection: np.ndarray) -> list[Hit]:
+        """BM25 over the stored keyword index."""
+        tokens = [t for t in keyword_tokens(query) if t in self.index.bm25.vocab_dict]
+        if not tokens or self._n == 0:
+            return []
+        scores = np.asarray(self.index.bm25.get_scores(tokens), dtype=np.float32)[: self._n]
+        return self._top(np.where(selection & (scores > 0), scores, -np.inf), k)
+
+    def dense(self, vector: np.ndarray, k: int, selection: np.ndarray) -> list[Hit]:
+        allowed = np.flatnonzero(selection)
+        if len(allowed) == 0 or k <= 0:
+            return []
+        k = min(k, len(allowed))
+        params = None
+        selector = None  # must outlive the search: faiss keeps only a raw pointer to it
+        if len(allowed) < self._n:
+            selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
+            params = faiss.SearchParameters()
+            params.sel = selector
+        scores, rows = self.index.vectors.search(
+            vector[None, :].astype(np.float32), k, params=params
+        )
+        return [
+            Hit(self.index.chunks[r], float(s), int(r))
+            for s, r in zip(scores[0], rows[0], strict=True)
+            if r >= 0
+        ]
+
+    def vectors(self, rows: Sequence[int]) -> np.ndarray:
+        if self._all_vectors is None:
+            self._all_vectors = self.index.all_vectors()
+        return self._all_vectors[np.asarray(rows, dtype=np.int64)]
+
+    def document_frequencies(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        vocab = self.index.bm25.vocab_dict
+        return self._n, {
+            t: 0 if vocab.get(t) is None else int(self._doc_freq[vocab[t]]) for t in tokens
+        }
+
+    def snapshot(self) -> AbstractContextManager[None]:
+        return nullcontext()
+
+    def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
+        finite = np.flatnonzero(np.isfinite(scores))
+        if len(finite) == 0 or k <= 0:
+            return []
+        k = min(k, len(finite))
+        best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
+        best = best[np.argsort(-scores[best], kind="stable")]
+        return [Hit(self.index.chunks[r], float(scores[r]), int(r)) for r in best]

@@ -1,4 +1,5 @@
-"""The PostgreSQL index backend: pgvector for dense search, full-text search for keywords.
+"""The PostgreSQL backend: pgvector for dense search, full-text search for keywords; its
+writer (incremental ingest) and its reader live here.
 
 `--index postgresql://user@host:port/db?index=NAME` names a database and an index in it
 (NAME defaults to `footnote`). Each index is one table of chunks (text, JSONB metadata,
@@ -13,12 +14,13 @@ leaves the previous state; a reader's statement sees the old version or the new 
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -30,19 +32,30 @@ from footnote.store.base import STORED, PreviousState
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
+    Caller,
     Chunk,
     FileRecord,
+    Filters,
+    Hit,
     IndexError_,
     IndexNotFound,
     access_groups,
     chunk_position,
     parse_date,
+    require_date,
 )
 
 SCHEMA_VERSION = 1
 TEXT_SEARCH_CONFIG = "english"
 DEFAULT_INDEX_NAME = "footnote"
 _NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+EF_SEARCH = 100
+"""HNSW candidate list (pgvector's default is 40); raised to 2k for deeper searches."""
+MAX_SCAN_TUPLES = 200_000
+"""How far an iterative HNSW scan may go under a selective filter before the exact rerun."""
+
+Where = tuple[str, dict[str, Any]]
+"""A reader's selection: SQL conditions (AND-ed) and their parameters."""
 
 
 class PostgresUnavailable(IndexError_):
@@ -122,10 +135,14 @@ def pool(conninfo: str) -> Any:
 
 
 def close_pools() -> None:
+    """Close every pool (at exit, so no pool thread outlives the interpreter's shutdown)."""
     with _pools_lock:
         for found in _pools.values():
             found.close()
         _pools.clear()
+
+
+atexit.register(close_pools)
 
 
 MIGRATIONS: dict[int, list[str]] = {
@@ -209,7 +226,7 @@ def read_manifest(conn: Any, where: Location) -> tuple[str, dict[str, Any]] | No
     return str(row[0]), dict(row[1])
 
 
-class PostgresBackend:
+class PostgresWriter:
     """The write side of a PostgreSQL index (see the module docstring)."""
 
     def __init__(self, url: str) -> None:
@@ -354,3 +371,187 @@ def require_index(conn: Any, where: Location, url: str) -> tuple[str, dict[str, 
             f"`footnote ingest PATH --index {redact(url)}`"
         )
     return found
+
+
+def glob_regex(pattern: str) -> str:
+    """A POSIX regular expression matching what `fnmatch.fnmatchcase` matches."""
+    out: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "*":
+            out.append(".*")
+        elif c == "?":
+            out.append(".")
+        elif c == "[":
+            j = i + 1
+            if j < len(pattern) and pattern[j] == "!":
+                j += 1
+            if j < len(pattern) and pattern[j] == "]":
+                j += 1
+            j = pattern.find("]", j)
+            if j < 0:
+                out.append("\\[")
+            else:
+                body = pattern[i + 1 : j].replace("\\", "\\\\")
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append(f"[{body}]")
+                i = j
+        else:
+            out.append(c if c.isalnum() else "\\" + c)
+        i += 1
+    return "^(" + "".join(out) + ")$"
+
+
+def where_clause(caller: Caller, filters: Filters | None) -> Where:
+    """SQL conditions (AND-ed, `TRUE` when none) and their parameters."""
+    parts: list[str] = []
+    params: dict[str, Any] = {}
+    if not caller.admin:
+        parts.append("access && %(f_groups)s::text[]")
+        params["f_groups"] = sorted(caller.groups)
+    if filters is not None:
+        if filters.source:
+            parts.append("source ~ %(f_source)s")
+            params["f_source"] = glob_regex(filters.source)
+        if filters.section:
+            parts.append("strpos(lower(section), lower(%(f_section)s)) > 0")
+            params["f_section"] = filters.section
+        if filters.date_from:
+            parts.append("chunk_date >= %(f_from)s")
+            params["f_from"] = require_date(filters.date_from)
+        if filters.date_to:
+            parts.append("chunk_date <= %(f_to)s")
+            params["f_to"] = require_date(filters.date_to)
+        for i, (key, value) in enumerate(sorted(filters.metadata.items())):
+            parts.append(f"coalesce(metadata -> %(f_mk{i})s, 'null'::jsonb) = %(f_mv{i})s::jsonb")
+            params[f"f_mk{i}"] = key
+            params[f"f_mv{i}"] = json.dumps(value)
+    return (" AND ".join(parts) or "TRUE"), params
+
+
+def tsquery_text(query: str) -> str:
+    """The query's words OR-ed, as BM25 scores any of them; to_tsquery stems and drops
+    stop words. Only word characters pass, so the text cannot be tsquery syntax."""
+    words = sorted({w.lower() for w in re.findall(r"[^\W_]+", query)})
+    return " | ".join(words)
+
+
+class PostgresReader:
+    """Searches one version of a PostgreSQL index; thread-safe, connections from the pool.
+
+    Its selection is a SQL condition applied inside the ranking statement (a pre-filter:
+    when pgvector's HNSW scan comes back short under it, the search is redone exactly).
+    """
+
+    def __init__(self, url: str) -> None:
+        self.location = url
+        self.where = parse_location(url)
+        with pool(self.where.conninfo).connection() as conn:
+            self.version, self.manifest = require_index(conn, self.where, url)
+        self._local = threading.local()
+        self._rows: int | None = None
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        """The snapshot connection when inside one (see `snapshot`), else one from the pool."""
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        with pool(self.where.conninfo).connection() as conn:
+            yield conn
+
+    @contextmanager
+    def snapshot(self) -> Iterator[None]:
+        """Every statement inside reads the same committed version of the index."""
+        if getattr(self._local, "conn", None) is not None:
+            yield
+            return
+        with pool(self.where.conninfo).connection() as conn, conn.transaction():
+            conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            self._local.conn = conn
+            try:
+                yield
+            finally:
+                self._local.conn = None
+
+    def select(self, caller: Caller, filters: Filters | None = None) -> Where:
+        return where_clause(caller, filters)
+
+    def keyword(self, query: str, k: int, selection: Where) -> list[Hit]:
+        """Full-text search ranked by ts_rank (not BM25: no idf saturation, see docs)."""
+        text = tsquery_text(query)
+        if not text or k <= 0:
+            return []
+        where, params = selection
+        sql = (
+            f"SELECT row_id, doc, ts_rank(tsv, q, 1) AS score "
+            f"FROM {self.where.chunks}, to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s) q "
+            f"WHERE tsv @@ q AND {where} ORDER BY score DESC, row_id LIMIT %(k)s"
+        )
+        with self._conn() as conn:
+            return _hits(conn.execute(sql, {**params, "q": text, "k": k}).fetchall())
+
+    def dense(self, vector: np.ndarray, k: int, selection: Where) -> list[Hit]:
+        if k <= 0:
+            return []
+        where, params = selection
+        sql = (
+            f"SELECT row_id, doc, -(embedding <#> %(v)s::vector) AS score "
+            f"FROM {self.where.chunks} WHERE {where} "
+            f"ORDER BY embedding <#> %(v)s::vector LIMIT %(k)s"
+        )
+        args = {**params, "v": vector_literal(vector), "k": k}
+        with self._conn() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {min(1000, max(EF_SEARCH, 2 * k))}")
+            conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+            conn.execute(f"SET LOCAL hnsw.max_scan_tuples = {MAX_SCAN_TUPLES}")
+            rows = conn.execute(sql, args).fetchall()
+            if len(rows) < k:  # HNSW gave up early under the filter: redo it exactly
+                conn.execute("SET LOCAL enable_indexscan = off")
+                rows = conn.execute(sql, args).fetchall()
+                conn.execute("SET LOCAL enable_indexscan = on")
+        return sorted(_hits(rows), key=lambda h: (-h.score, h.row))
+
+    def vectors(self, rows: Sequence[int]) -> np.ndarray:
+        dimension = int(self.manifest["embedding"]["dimension"])
+        with self._conn() as conn:
+            found = conn.execute(
+                f"SELECT row_id, embedding::real[] FROM {self.where.chunks} WHERE row_id = ANY(%s)",
+                (list(rows),),
+            ).fetchall()
+        stored = {int(r): v for r, v in found}
+        out = np.zeros((len(rows), dimension), dtype=np.float32)
+        for i, row in enumerate(rows):
+            if row in stored:
+                out[i] = stored[row]
+        return out
+
+    def document_frequencies(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
+        """From the stored keyword terms, counted as the files backend's BM25 counts them."""
+        with self._conn() as conn:
+            if self._rows is None:
+                row = conn.execute(f"SELECT count(*) FROM {self.where.chunks}").fetchone()
+                self._rows = int(row[0])
+            if not tokens:
+                return self._rows, {}
+            sql = (
+                f"SELECT t, (SELECT count(*) FROM {self.where.chunks} WHERE terms @> ARRAY[t]) "
+                "FROM unnest(%s::text[]) AS t"
+            )
+            found = conn.execute(sql, (list(tokens),)).fetchall()
+        return self._rows, {str(t): int(n) for t, n in found}
+
+
+def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
+    return [Hit(Chunk.from_dict(doc), float(score), int(row)) for row, doc, score in rows]
+
+
+def current_version(url: str) -> str | None:
+    """The live version of the index at `url`, or None when there is none."""
+    where = parse_location(url)
+    with pool(where.conninfo).connection() as conn:
+        found = read_manifest(conn, where)
+    return found[0] if found else None

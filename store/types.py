@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 import fnmatch
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 FORMAT_VERSION = 1
@@ -27,6 +28,24 @@ class IndexCorrupt(IndexError_):
 
 class IndexMismatch(IndexError_):
     pass
+
+
+def check_embeddings(
+    manifest: dict[str, Any], root: str | Path, embedding_model: str | None, dimension: int | None
+) -> None:
+    """Refuse to search an index with embeddings other than those it was built with."""
+    built_with = manifest["embedding"]
+    if embedding_model is not None and built_with["model"] != embedding_model:
+        raise IndexMismatch(
+            f"index {root} was built with embeddings {built_with['model']!r} "
+            f"(dimension {built_with['dimension']}), but {embedding_model!r} was requested: "
+            "use the same embeddings or rebuild the index with `footnote ingest --rebuild`"
+        )
+    if dimension is not None and built_with["dimension"] != dimension:
+        raise IndexMismatch(
+            f"index {root} holds {built_with['dimension']}-dimensional vectors, but the "
+            f"embeddings give {dimension}: rebuild the index with these embeddings"
+        )
 
 
 @dataclass(kw_only=True)

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from footnote.graph.graph import make_graph
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
-from footnote.store.files import load_index, write_index
+from footnote.store.files import FilesReader, load_index, write_index
 from footnote.store.types import Caller, Chunk, Filters
 from footnote.tools.documents import retrieve_documents
 from footnote.tools.retrieval import STAGES, Retriever
@@ -37,7 +38,7 @@ WORDS = [
 MALFORMED: list[Any] = [None, [], [""], [1], "engineering", [None]]
 
 
-def build_index(root: Path, chunks: list[Chunk]) -> Retriever:
+def build_index(root: Path, chunks: list[Chunk]) -> Retriever[np.ndarray]:
     """An index from given chunks, embedded for real (the texts are tiny)."""
     model = load_embeddings("")
     vectors = model.embed_array([c.text for c in chunks])
@@ -52,7 +53,7 @@ def build_index(root: Path, chunks: list[Chunk]) -> Retriever:
             "default_access": ["everyone"],
         },
     )
-    return Retriever(load_index(root), model)
+    return Retriever(FilesReader(load_index(root)), model)
 
 
 def chunk(i: int, text: str, access: Any, **extra: Any) -> Chunk:
@@ -68,7 +69,7 @@ def chunk(i: int, text: str, access: Any, **extra: Any) -> Chunk:
 
 
 @pytest.fixture(scope="module")
-def filtered_corpus(tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+def filtered_corpus(tmp_path_factory: pytest.TempPathFactory) -> Retriever[np.ndarray]:
     """500 chunks, 10 of them (2%) under `rare/`, dated 2024, with team=payments."""
     chunks = []
     for i in range(500):
@@ -181,7 +182,7 @@ def test_no_leaks_through_the_tool(
         )
         found = {d.metadata["chunk_id"] for d in retrieve_documents(request)}
         assert found == allowed, "exactly the visible chunks: none leaked, none lost"
-        retriever = Retriever(load_index(Path(tmp) / "index"), load_embeddings(""))
+        retriever = Retriever(FilesReader(load_index(Path(tmp) / "index")), load_embeddings(""))
         mask = retriever.mask(Caller(groups=frozenset(groups)))
         for stage in STAGES:
             assert {h.chunk.id for h in run_stage(retriever, query, 50, mask, stage)} <= allowed

@@ -24,6 +24,7 @@ from footnote.evaluate import (
     render_passage,
 )
 from footnote.ingest.parsers import parse_file
+from footnote.store.files import load_index
 from footnote.store.types import Chunk, Hit
 from footnote.tools.retrieval import STAGES, get_retriever
 
@@ -132,7 +133,7 @@ def test_table_plot_and_stage_selection(
 
 def test_perfect_and_second_place_runs_give_hand_checked_ranx_scores(dataset: Path) -> None:
     prepared = prepare_index(dataset, dataset / INDEX_DIR)
-    chunks = get_retriever(prepared.index_dir).index.chunks
+    chunks = load_index(prepared.index_dir).chunks
     doc_of = {c.source: prepared.source_to_id[c.source] for c in chunks}
     first_chunk = {doc_of[c.source]: c for c in reversed(chunks)}
     relevant = {qid: next(iter(judged)) for qid, judged in prepared.dataset.qrels.items()}

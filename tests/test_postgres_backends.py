@@ -17,7 +17,7 @@ import pytest
 
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
-from footnote.store.backends import open_backend
+from footnote.store.backends import open_writer
 from footnote.store.types import Caller, Chunk, Filters
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest, run_stage, search
@@ -64,7 +64,7 @@ def publish(location: str, chunks: list[Chunk]) -> None:
     """Write given chunks (embedded for real) as the whole index, bypassing parsing."""
     model = load_embeddings("")
     vectors = model.embed_array([c.text for c in chunks])
-    open_backend(location).publish(
+    open_writer(location).publish(
         entries=list(zip(chunks, vectors, strict=True)),
         files={},
         manifest={
@@ -291,7 +291,7 @@ def test_graph_worked_example_on_postgres(pg_server: PgServer, handbook_dir: Pat
 def test_killed_ingest_leaves_previous_state(
     pg_server: PgServer, handbook_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from footnote.store.postgres import PostgresBackend
+    from footnote.store.postgres import PostgresWriter
 
     corpus = tmp_path / "corpus"
     shutil.copytree(handbook_dir, corpus)
@@ -304,7 +304,7 @@ def test_killed_ingest_leaves_previous_state(
         conn.execute(f"DELETE FROM {self.where.chunks}")
         raise KeyboardInterrupt("killed mid-ingest")
 
-    monkeypatch.setattr(PostgresBackend, "_copy_chunks", explode)
+    monkeypatch.setattr(PostgresWriter, "_copy_chunks", explode)
     with pytest.raises(KeyboardInterrupt):
         ingest([corpus], url)
     monkeypatch.undo()
@@ -406,7 +406,7 @@ def test_ingest_that_lost_a_race_rolls_back(pg_server: PgServer, handbook_dir: P
     before = ingest([handbook_dir], url)
     gone = chunk(0, "deleted by the other ingest")
     with pytest.raises(IndexError_, match="run it again"):
-        open_backend(url).publish(
+        open_writer(url).publish(
             entries=[(gone, STORED)],
             files={},
             manifest={"embedding": {"model": "x", "dimension": 384}},

@@ -1,12 +1,14 @@
-"""Retrieval stages over a Footnote index, each callable on its own so each can be measured.
+"""Retrieval stages over any Footnote index, each callable on its own so each can be measured.
 
     bm25 -> keyword scores        dense -> embedding similarity
     hybrid -> fused (RRF or weighted normalised scores)
     pipeline -> what `footnote ask` uses by default
 
-Access control and metadata filters are applied *before* ranking (a boolean row mask), so a
-selective filter still returns k results when k exist, and a chunk a caller may not see is
-never scored, let alone returned.
+A `Retriever` embeds the query and composes the stages over an `IndexReader` (store/base.py),
+whichever backend holds the index: fusion, section decay, pseudo-relevance feedback and the
+relevance features for grading are written here, once. Access control and metadata filters
+are applied *before* ranking (the reader's selection), so a selective filter still returns k
+results when k exist, and a chunk a caller may not see is never scored, let alone returned.
 """
 
 from __future__ import annotations
@@ -15,86 +17,61 @@ import re
 import threading
 from collections import Counter, defaultdict
 from pathlib import Path
-from typing import Literal
+from typing import Any, Generic, Literal, TypeVar
 
-import faiss
 import numpy as np
 
 from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
-from footnote.store.files import Index, check_embeddings, load_index
+from footnote.store.backends import current_version, is_postgres, open_reader
+from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens
-from footnote.store.types import Caller, Filters, Hit, chunk_position
+from footnote.store.types import Caller, Filters, Hit, check_embeddings, chunk_position
 
 Fusion = Literal["rrf", "weighted"]
 Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
 STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
 """Every stage `tools.search.run_stage` can run, so evaluation reports each one."""
+MAX_DECAY_STEPS = 5
+
+S = TypeVar("S")
 
 
-class Retriever:
-    """Searches one loaded index. Thread-safe for reads; build once, reuse."""
+class Retriever(Generic[S]):
+    """Searches one index version through its reader. Thread-safe; build once, reuse."""
 
-    def __init__(self, index: Index, embeddings: IndexEmbeddings) -> None:
-        self.index = index
+    def __init__(self, reader: IndexReader[S], embeddings: IndexEmbeddings) -> None:
+        self.reader = reader
         self.embeddings = embeddings
-        self._n = len(index.chunks)
-        self._vector_cache: np.ndarray | None = None
-        self._position = np.array([chunk_position(c.id) for c in index.chunks], dtype=np.int32)
-        indptr = np.asarray(index.bm25.scores["indptr"])
-        self._doc_freq = np.diff(indptr)
 
     @classmethod
-    def open(cls, index_dir: str | Path, embeddings: str = "") -> Retriever:
-        """Load the index and its embedding model, refusing a model the index was not built with."""
-        index = load_index(index_dir)
-        model = load_embeddings(embeddings or index.embedding_model)
-        check_embeddings(index.manifest, index.path, model.model_id, model.dimension)
-        return cls(index, model)
+    def open(cls, location: str | Path, embeddings: str = "") -> Retriever[Any]:
+        """Open the live version and its embedding model, refusing a model the index was
+        not built with."""
+        reader = open_reader(location)
+        model = load_embeddings(embeddings or str(reader.manifest["embedding"]["model"]))
+        check_embeddings(reader.manifest, reader.location, model.model_id, model.dimension)
+        return Retriever(reader, model)
 
-    def mask(self, caller: Caller, filters: Filters | None = None) -> np.ndarray:
-        """Rows this caller may see that pass the filters."""
-        return np.fromiter(
-            (
-                caller.may_see(c) and (filters is None or filters.matches(c))
-                for c in self.index.chunks
-            ),
-            dtype=bool,
-            count=self._n,
-        )
+    @property
+    def version(self) -> str:
+        return self.reader.version
 
-    def bm25(self, query: str, k: int, mask: np.ndarray) -> list[Hit]:
-        tokens = [t for t in keyword_tokens(query) if t in self.index.bm25.vocab_dict]
-        if not tokens or self._n == 0:
-            return []
-        scores = np.asarray(self.index.bm25.get_scores(tokens), dtype=np.float32)[: self._n]
-        return self._top(np.where(mask & (scores > 0), scores, -np.inf), k)
+    def mask(self, caller: Caller, filters: Filters | None = None) -> S:
+        """What this caller may see that passes the filters, in the reader's own form."""
+        return self.reader.select(caller, filters)
 
-    def dense(self, query: str | np.ndarray, k: int, mask: np.ndarray) -> list[Hit]:
-        allowed = np.flatnonzero(mask)
-        if len(allowed) == 0:
-            return []
+    def bm25(self, query: str, k: int, mask: S) -> list[Hit]:
+        return self.reader.keyword(query, k, mask)
+
+    def dense(self, query: str | np.ndarray, k: int, mask: S) -> list[Hit]:
         vector = self.query_vector(query) if isinstance(query, str) else query
-        k = min(k, len(allowed))
-        params = None
-        selector = None  # must outlive the search: faiss keeps only a raw pointer to it
-        if len(allowed) < self._n:
-            selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
-            params = faiss.SearchParameters()
-            params.sel = selector
-        scores, rows = self.index.vectors.search(
-            vector[None, :].astype(np.float32), k, params=params
-        )
-        return [
-            Hit(self.index.chunks[r], float(s), int(r))
-            for s, r in zip(scores[0], rows[0], strict=True)
-            if r >= 0
-        ]
+        return self.reader.dense(vector, k, mask)
 
     def hybrid(
         self,
         query: str,
         k: int,
-        mask: np.ndarray,
+        mask: S,
         *,
         fusion: Fusion = "rrf",
         rrf_k: int = 60,
@@ -108,12 +85,14 @@ class Retriever:
         `position_decay` lowers the dense score of a section's later chunks (by up to five
         steps): a section's opening says what it is about, while its continuation chunks
         match many questions a little, so long sections would otherwise win too often.
+        All runs read one snapshot, so a concurrent ingest never mixes two versions.
         """
-        keyword = self.bm25(query, depth, mask)
         vectors = [self.query_vector(query), *(extra_vectors or [])]
-        dense_runs = [self.dense(v, depth, mask) for v in vectors]
+        with self.reader.snapshot():
+            keyword = self.reader.keyword(query, depth, mask)
+            dense_runs = [self.reader.dense(v, depth, mask) for v in vectors]
         if position_decay:
-            dense_runs = [self._decay(run, position_decay) for run in dense_runs]
+            dense_runs = [_decay(run, position_decay) for run in dense_runs]
         fused: dict[int, float] = defaultdict(float)
         runs = [(1 - dense_weight, keyword)] + [
             (dense_weight / len(dense_runs), run) for run in dense_runs
@@ -130,18 +109,10 @@ class Retriever:
         chunks = {hit.row: hit.chunk for _, run in runs for hit in run}
         return [Hit(chunks[row], float(score), row) for row, score in best]
 
-    def _decay(self, run: list[Hit], rate: float) -> list[Hit]:
-        decayed = [
-            Hit(h.chunk, h.score - rate * min(int(self._position[h.row]), 5), h.row) for h in run
-        ]
-        return sorted(decayed, key=lambda h: -h.score)
-
     def idf(self, token: str) -> float:
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
-        n = max(self._n, 1)
-        row = self.index.bm25.vocab_dict.get(token)
-        df = 0 if row is None else int(self._doc_freq[row])
-        return float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+        total, frequencies = self.reader.document_frequencies([token])
+        return _idf(total, frequencies.get(token, 0))
 
     def relevance_features(self, query: str, hits: list[Hit]) -> list[dict[str, float]]:
         """Evidence for grading each hit on its own: embedding similarity to the question, and
@@ -149,34 +120,37 @@ class Retriever:
         if not hits:
             return []
         vector = self.query_vector(query)
-        rows = np.array([h.row for h in hits], dtype=np.int64)
-        dense = self._vectors()[rows] @ vector
-        terms = set(keyword_tokens(query))
-        weights = {t: self.idf(t) for t in terms}
-        total = sum(weights.values())
+        dense = self.reader.vectors([h.row for h in hits]) @ vector
+        total, frequencies = self.reader.document_frequencies(sorted(set(keyword_tokens(query))))
+        weights = {t: _idf(total, df) for t, df in frequencies.items()}
+        weight_sum = sum(weights.values())
         out = []
         for hit, similarity in zip(hits, dense, strict=True):
             present = set(keyword_tokens(embedding_text(hit.chunk)))
             covered = sum(w for t, w in weights.items() if t in present)
-            out.append({"dense": float(similarity), "coverage": covered / total if total else 0.0})
+            out.append(
+                {
+                    "dense": float(similarity),
+                    "coverage": covered / weight_sum if weight_sum else 0.0,
+                }
+            )
         return out
-
-    def _vectors(self) -> np.ndarray:
-        if self._vector_cache is None:
-            self._vector_cache = self.index.all_vectors()
-        return self._vector_cache
 
     def query_vector(self, text: str) -> np.ndarray:
         return self.embeddings.embed_array([text])[0]
 
-    def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
-        finite = np.flatnonzero(np.isfinite(scores))
-        if len(finite) == 0:
-            return []
-        k = min(k, len(finite))
-        best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [Hit(self.index.chunks[r], float(scores[r]), int(r)) for r in best]
+
+def _idf(total: int, df: int) -> float:
+    n = max(total, 1)
+    return float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
+
+
+def _decay(run: list[Hit], rate: float) -> list[Hit]:
+    decayed = [
+        Hit(h.chunk, h.score - rate * min(chunk_position(h.chunk.id), MAX_DECAY_STEPS), h.row)
+        for h in run
+    ]
+    return sorted(decayed, key=lambda h: -h.score)
 
 
 def expand_query(query: str, feedback: list[str], terms: int = 6) -> str:
@@ -205,26 +179,22 @@ def _minmax(run: list[Hit]) -> dict[int, float]:
     return {h.row: (h.score - low) / span for h in run}
 
 
-_cache: dict[tuple[str, str, str | None], Retriever] = {}
+_cache: dict[tuple[str, str, str | None], Retriever[Any]] = {}
 _cache_lock = threading.Lock()
+CACHED_INDEXES = 4
+"""Open indexes kept per process; a new version of one replaces its old one."""
 
 
-def get_retriever(index_dir: str | Path, embeddings: str = "") -> Retriever:
-    """A process-wide retriever per index version, loaded once (and off any event loop).
-
-    A `postgresql://` URL gives a PostgresRetriever: same methods, searched in the database.
-    """
-    from footnote.store.backends import is_postgres
-    from footnote.store.files import current_version
-
-    if is_postgres(index_dir):
-        from footnote.ingest.postgres_retriever import get_postgres_retriever
-
-        return get_postgres_retriever(str(index_dir), embeddings)
-    path = str(Path(index_dir).resolve())
-    key = (path, embeddings, current_version(Path(path)))
+def get_retriever(location: str | Path, embeddings: str = "") -> Retriever[Any]:
+    """A process-wide retriever per index version, opened once (and off any event loop):
+    a new ingest is picked up on the next call."""
+    where = str(location) if is_postgres(location) else str(Path(location).resolve())
+    key = (where, embeddings, current_version(where))
     with _cache_lock:
         if key not in _cache:
-            _cache.clear()
-            _cache[key] = Retriever.open(path, embeddings)
+            for stale in [k for k in _cache if k[:2] == key[:2]]:
+                del _cache[stale]
+            while len(_cache) >= CACHED_INDEXES:
+                del _cache[next(iter(_cache))]
+            _cache[key] = Retriever.open(where, embeddings)
         return _cache[key]

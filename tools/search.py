@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import numpy as np
+from typing import TypeVar
 
 from footnote.store.types import Caller, Filters, Hit
 from footnote.tools.rerank import make_reranker
@@ -20,6 +19,8 @@ the numbers are in docs/evaluation.md."""
 PIPELINE_RERANKER = "none"
 """Reranker of the default pipeline (see tools/rerank.py); `reranked` always uses `sentence`."""
 RERANK_DEPTH = 20
+
+S = TypeVar("S")
 
 
 @dataclass(kw_only=True)
@@ -38,10 +39,10 @@ class SearchRequest:
 
 
 def run_stage(
-    retriever: Retriever,
+    retriever: Retriever[S],
     query: str,
     k: int,
-    mask: np.ndarray,
+    mask: S,
     stage: Stage,
     extra_texts: list[str] | None = None,
 ) -> list[Hit]:

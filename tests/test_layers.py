@@ -1,0 +1,150 @@
+"""The package's layers import downward only and no module imports itself round a loop.
+
+    store < ingest < tools < graph < app (the modules of footnote/ itself)
+
+Imports are read with `ast` from every module, including imports inside functions (a lazy
+import is still a dependency), so the check needs no import side effects.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LAYERS = ["store", "ingest", "tools", "graph", "app"]
+"""Lowest first: a module may import from its own layer and the layers before it."""
+FOLDERS = dict(zip(LAYERS, ["store", "ingest", "tools", "graph", "footnote"], strict=True))
+"""Where each layer's modules live in the repository."""
+
+
+def package_modules() -> dict[str, Path]:
+    """Every module of the installed package by its dotted name (`footnote.store.files`)."""
+    modules: dict[str, Path] = {}
+    for layer, folder in FOLDERS.items():
+        prefix = ["footnote"] if layer == "app" else ["footnote", layer]
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join(prefix + parts)] = path
+    return modules
+
+
+MODULES = package_modules()
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) > 1 and parts[1] in FOLDERS and parts[1] != "app":
+        return parts[1]
+    return "app"
+
+
+def imported_names(path: Path, module: str) -> Iterator[str]:
+    """Dotted names a module imports, anywhere in it; `from a import b` gives `a` and `a.b`."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                kept = parts[: len(parts) - node.level + 1]
+                base = ".".join(kept + ([base] if base else []))
+            yield base
+            yield from (f"{base}.{alias.name}" for alias in node.names)
+
+
+def resolve(name: str) -> str | None:
+    """The package module a dotted name lives in (a module, or the one defining a name)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def dependencies() -> dict[str, set[str]]:
+    """Module -> package modules it imports (a package's own `__init__` is not an edge:
+    every submodule runs it, which says nothing about layering)."""
+    graph: dict[str, set[str]] = {m: set() for m in MODULES}
+    for module, path in MODULES.items():
+        for name in imported_names(path, module):
+            target = resolve(name)
+            if target and target != module and MODULES[target].name != "__init__.py":
+                graph[module].add(target)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(sorted(graph[child]))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                parent = work[-1][0]
+                low[parent] = min(low[parent], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_every_layer_has_modules() -> None:
+    assert {layer_of(m) for m in MODULES} == set(LAYERS)
+    assert "footnote.store.files" in MODULES and "footnote.cli" in MODULES
+
+
+def test_no_import_cycles() -> None:
+    assert cycles(dependencies()) == []
+
+
+def test_layers_import_downward_only() -> None:
+    upward = [
+        f"{module} ({layer_of(module)}) imports {target} ({layer_of(target)})"
+        for module, targets in dependencies().items()
+        for target in sorted(targets)
+        if LAYERS.index(layer_of(target)) > LAYERS.index(layer_of(module))
+    ]
+    assert upward == []
+
+
+def test_the_checks_catch_what_they_look_for() -> None:
+    """The walk sees imports inside functions, and a planted loop is reported."""
+    names = set(imported_names(MODULES["footnote.store.backends"], "footnote.store.backends"))
+    assert "footnote.store.postgres.PostgresWriter" in names  # imported inside a function
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
