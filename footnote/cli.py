@@ -9,6 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from footnote.console import add_reranker_options
 from footnote.store.backends import default_index
 
 EPILOG = """\
@@ -62,7 +63,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from footnote.console import format_location
+    from footnote.console import format_location, reranker_model
     from footnote.tools.search import SearchRequest, search
 
     try:
@@ -75,6 +76,8 @@ def cmd_search(args: argparse.Namespace) -> int:
                 source=args.source,
                 user_groups=tuple(args.groups.split(",")) if args.groups else ("everyone",),
                 embeddings=args.embeddings,
+                reranker=args.reranker,
+                chat_model=reranker_model(args),
             )
         )
     except Exception as exc:  # a missing or mismatched index is a user error, said plainly
@@ -180,6 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index"
     )
+    add_reranker_options(p, model=True)
     p.add_argument("--json", action="store_true", help="print results as a JSON list")
     p.set_defaults(func=cmd_search)
 

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable, Iterator
 from typing import Any, cast
 
+from footnote.console import add_reranker_options
+
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:
     from footnote.console import format_location
@@ -33,6 +35,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     given = {
         "retrieve_k": args.k,
         "max_retrieval_attempts": args.attempts,
+        "reranker": args.reranker,
         "user_groups": args.groups.split(",") if args.groups else None,
     }
     # Options left out keep the Context's own defaults: they are declared there only.
@@ -201,6 +204,7 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         help="comma-separated access groups of the caller "
         f"(default: {','.join(defaults.user_groups)})",
     )
+    add_reranker_options(p, model=False, default=None)
     p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_ask)

@@ -1,8 +1,10 @@
-"""What the commands print besides their results: progress while they work, and where a
-cited chunk comes from. Shared by `footnote ingest`, `ask`, `search` and `eval`."""
+"""Pieces every command shares: progress while it works, where a cited chunk comes from,
+and the options several commands take. Used by `footnote ingest`, `ask`, `search`, `eval`."""
 
 from __future__ import annotations
 
+import argparse
+import os
 import sys
 from typing import Any
 
@@ -55,3 +57,48 @@ def format_location(item: dict[str, Any]) -> str:
     if item.get("url") and item["url"] != item["source"]:
         parts.append(item["url"])
     return ", ".join(parts)
+
+
+def reranker_spec(value: str) -> str:
+    """argparse type for --reranker: a clear usage error for a spec no reranker has."""
+    from footnote.tools.rerank import check_reranker
+
+    try:
+        return check_reranker(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def add_reranker_options(
+    parser: argparse.ArgumentParser, *, model: bool, default: str | None = "none"
+) -> None:
+    """--reranker, and (for commands without their own) the --model the llm reranker asks."""
+    parser.add_argument(
+        "--reranker",
+        default=default,
+        type=reranker_spec,
+        metavar="NAME",
+        help="reorder the pipeline's top 20: none (default), sentence, llm (asks --model) or "
+        "crossencoder:PATH (a local model folder; the `crossencoder` extra)",
+    )
+    if model:
+        parser.add_argument(
+            "--model",
+            default=os.environ.get("FOOTNOTE_MODEL", ""),
+            metavar="PROVIDER:MODEL",
+            help="chat model for --reranker llm (default: $FOOTNOTE_MODEL)",
+        )
+        parser.add_argument(
+            "--base-url",
+            default=os.environ.get("FOOTNOTE_MODEL_BASE_URL", ""),
+            help="OpenAI-compatible server URL for an openai:... model",
+        )
+
+
+def reranker_model(args: argparse.Namespace) -> Any:
+    """The chat model `--reranker llm` asks, or None (the reranker then says what is missing)."""
+    if args.reranker != "llm" or not args.model:
+        return None
+    from footnote.tools.models import chat_model
+
+    return chat_model(args.model, base_url=args.base_url)

@@ -24,10 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from footnote.console import ProgressPrinter
+from footnote.console import ProgressPrinter, add_reranker_options, reranker_model
 from footnote.ingest.pipeline import IngestSummary, Progress, ingest
 from footnote.store.backends import current_version, is_postgres, open_writer
 from footnote.store.types import Caller, Hit, IndexError_
+from footnote.tools.rerank import Reranker, make_reranker
 from footnote.tools.retrieval import STAGES, Retriever, get_retriever
 from footnote.tools.search import run_stage
 
@@ -188,16 +189,20 @@ def prepare_index(
 
 
 def default_runners(
-    retriever: Retriever[Any], stages: Sequence[str] = STAGES, k: int = DEFAULT_DEPTH
+    retriever: Retriever[Any],
+    stages: Sequence[str] = STAGES,
+    k: int = DEFAULT_DEPTH,
+    reranker: Reranker | None = None,
 ) -> dict[str, StageRunner]:
-    """Footnote's own stages, searched as an admin with no filters (every chunk is eligible)."""
+    """Footnote's own stages, searched as an admin with no filters (every chunk is eligible);
+    `reranker` reorders the pipeline stage as `--reranker` does for `footnote ask`."""
     mask = retriever.mask(Caller(groups=frozenset(), admin=True))
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")
 
     def runner(stage: Any) -> StageRunner:
-        return lambda query: run_stage(retriever, query, k, mask, stage)
+        return lambda query: run_stage(retriever, query, k, mask, stage, reranker=reranker)
 
     return {stage: runner(stage) for stage in stages}
 
@@ -246,12 +251,15 @@ def evaluate_stages(
     limit_queries: int | None = None,
     curve_depth: int = 0,
     progress: bool = True,
+    reranker: str = "none",
+    chat_model: Any = None,
 ) -> dict[str, Any]:
     """Ingest (cached), run every stage on every query, score with ranx.
 
     `stages` names what to measure (default: all of `tools.retrieval.STAGES`, then any extra
     `runners`); a name found in `runners` uses that callable, any other must be a built-in
     stage. With `curve_depth` > 0 the result also holds recall@1..curve_depth per stage.
+    `reranker` (and the `chat_model` the llm reranker asks) reorders the pipeline stage.
     """
     report = ProgressPrinter(quiet=not progress)
     if prepared is None:
@@ -261,7 +269,8 @@ def evaluate_stages(
     builtin = [n for n in names if n not in runners]
     if builtin:
         retriever = get_retriever(prepared.index_dir)
-        runners.update(default_runners(retriever, builtin, k))
+        pipeline_reranker = make_reranker(reranker, retriever.embeddings, chat_model)
+        runners.update(default_runners(retriever, builtin, k, pipeline_reranker))
     dataset = prepared.dataset
     queries = list(dataset.queries.items())[:limit_queries]
     qrels = {qid: dataset.qrels[qid] for qid, _ in queries}
@@ -386,6 +395,8 @@ def cmd_eval(args: argparse.Namespace) -> int:
             limit_queries=args.limit_queries,
             curve_depth=DEFAULT_DEPTH if args.plot else 0,
             progress=not args.quiet,
+            reranker=args.reranker,
+            chat_model=reranker_model(args),
         )
     except (FileNotFoundError, IndexError_, ValueError) as exc:
         print(f"footnote: {exc}", file=sys.stderr)
@@ -435,6 +446,7 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
         metavar="N",
         help="only the first N queries (quick checks)",
     )
+    add_reranker_options(p, model=True)
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
         "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"

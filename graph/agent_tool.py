@@ -11,6 +11,7 @@ from langchain_core.tools import BaseTool, tool
 from langgraph.graph.state import CompiledStateGraph
 
 from footnote.graph.context import Context
+from footnote.graph.state import InputState
 
 DESCRIPTION = (
     "Answer a question from the team's own documents. Returns the answer with numbered "
@@ -44,7 +45,8 @@ def answer_tool(
     def ask_documents(question: str, runtime: ToolRuntime) -> tuple[str, dict[str, Any]]:
         """Answer `question` from the documents."""
         run_context = dataclasses.replace(settings, **Context.known_fields(runtime.context))
-        out = answer_graph.invoke({"messages": [HumanMessage(question)]}, context=run_context)
+        request = InputState(messages=[HumanMessage(question)])
+        out = answer_graph.invoke(request, context=run_context)
         answer = str(out["messages"][-1].content)
         citations = list(out.get("citations", []))
         lines = [answer]

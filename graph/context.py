@@ -8,6 +8,7 @@ from typing import Any
 
 from footnote.graph import prompts
 from footnote.store.backends import default_index
+from footnote.tools.rerank import check_reranker
 
 
 @dataclass(kw_only=True)
@@ -96,6 +97,15 @@ class Context:
             "data. For operators only."
         },
     )
+    reranker: str = field(
+        default="none",
+        metadata={
+            "description": "Reorders the search's top 20 before grading: 'none', 'sentence' "
+            "(offline, best-matching sentence by embedding), 'llm' (the chat model of `model` "
+            "scores them) or 'crossencoder:PATH' (a local sentence-transformers CrossEncoder; "
+            "the `crossencoder` extra)."
+        },
+    )
     system_prompt: str = field(
         default=prompts.ANSWER_SYSTEM_PROMPT,
         metadata={"description": "Instructions for the answering model (LLM path)."},
@@ -111,6 +121,9 @@ class Context:
         if isinstance(value, Mapping):
             return {name: value[name] for name in names if name in value}
         return {name: getattr(value, name) for name in names if hasattr(value, name)}
+
+    def __post_init__(self) -> None:
+        check_reranker(self.reranker)
 
     @classmethod
     def coerce(cls, value: Any) -> Context:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -19,6 +18,7 @@ from footnote.graph.context import Context
 from footnote.graph.state import CLEAR, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
+from footnote.tools.models import chat_model
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
@@ -32,7 +32,6 @@ def internal_call(name: str, metadata: dict[str, Any] | None = None) -> Runnable
     }
 
 
-_RETRY_KWARGS_PROVIDERS = {"openai", "anthropic", "azure_openai", "groq", "mistralai", "xai"}
 
 
 class SourceGrades(BaseModel):
@@ -82,8 +81,6 @@ class AnswerNodes:
 
     def __init__(self, chat_model: BaseChatModel | None = None) -> None:
         self._fixed_model = chat_model
-        self._models: dict[tuple[str, str, float, int], BaseChatModel] = {}
-        self._lock = threading.Lock()
 
     def chat_model(self, context: Context) -> BaseChatModel | None:
         """The model for this run: the one given to the factory, else the context's string."""
@@ -91,24 +88,12 @@ class AnswerNodes:
             return self._fixed_model
         if not context.model:
             return None
-        key = (
+        return chat_model(
             context.model,
-            context.model_base_url,
-            context.model_timeout_s,
-            context.model_max_retries,
+            base_url=context.model_base_url,
+            timeout_s=context.model_timeout_s,
+            max_retries=context.model_max_retries,
         )
-        with self._lock:
-            if key not in self._models:
-                from langchain.chat_models import init_chat_model
-
-                kwargs: dict[str, Any] = {}
-                if context.model_base_url:
-                    kwargs["base_url"] = context.model_base_url
-                if context.model.split(":", 1)[0] in _RETRY_KWARGS_PROVIDERS:
-                    kwargs["timeout"] = context.model_timeout_s
-                    kwargs["max_retries"] = context.model_max_retries
-                self._models[key] = init_chat_model(context.model, **kwargs)
-            return self._models[key]
 
     def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Start a turn: take the latest human message and forget the previous turn's work."""

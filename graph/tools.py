@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from langchain.tools import ToolRuntime
+from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
 from langgraph.prebuilt import InjectedState
@@ -18,10 +19,23 @@ from langgraph.types import Command
 
 from footnote.graph.context import Context
 from footnote.tools.documents import retrieve_candidates
+from footnote.tools.models import chat_model
 from footnote.tools.search import SearchRequest
 
 SEARCH_CALLS = "search_calls"
 """The state channel the ToolNode reads tool calls from and answers into."""
+
+
+def reranker_model(context: Context) -> BaseChatModel | None:
+    """The chat model the `llm` reranker asks: the context's `model`, or None (offline)."""
+    if context.reranker != "llm" or not context.model:
+        return None
+    return chat_model(
+        context.model,
+        base_url=context.model_base_url,
+        timeout_s=context.model_timeout_s,
+        max_retries=context.model_max_retries,
+    )
 
 
 @tool
@@ -45,6 +59,8 @@ def search_documents(
             user_groups=tuple(context.user_groups),
             admin=context.admin,
             extra_texts=[hyde_passage] if hyde_passage else [],
+            reranker=context.reranker,
+            chat_model=reranker_model(context),
         )
     )
     if runtime.stream_writer is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Any
 
 from footnote.store.types import Chunk
 
@@ -174,7 +175,7 @@ STOPWORDS = frozenset(
 
 
 @lru_cache(maxsize=1)
-def _stemmer():  # type: ignore[no-untyped-def]
+def _stemmer() -> Any:
     import Stemmer
 
     return Stemmer.Stemmer("english")

@@ -2,29 +2,53 @@
 
     none                    keep the first-stage order
     sentence                LLM-free: the best-matching sentence of each chunk, by embedding
-    crossencoder:PATH       a sentence-transformers CrossEncoder from a local path (extra)
     llm                     the configured chat model scores all candidates in one call
+    crossencoder:PATH       a sentence-transformers CrossEncoder from a local path (extra)
 
-No cross-encoder ships inside a PyPI package, so none can be the offline default.
+No cross-encoder ships inside a PyPI package, so none can be the offline default. Importing
+this module is cheap: each reranker loads what it needs when it is built.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from langchain_core.language_models import BaseChatModel
-from pydantic import BaseModel, Field
-
-from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.text import heading_prefix, split_sentences
 from footnote.store.types import Hit
 
+if TYPE_CHECKING:
+    import numpy as np
+    from langchain_core.language_models import BaseChatModel
+
+    from footnote.ingest.embeddings import IndexEmbeddings
+
 Reranker = Callable[[str, list[Hit]], list[Hit]]
+RERANKERS = ("none", "sentence", "llm", "crossencoder:PATH")
+"""What `--reranker` and the context's `reranker` accept."""
+
+
+class RerankerError(ValueError):
+    """A reranker that cannot be built as asked; the message says what to do."""
+
+
+def check_reranker(spec: str) -> str:
+    """The spec itself when it names a reranker; otherwise a RerankerError listing them."""
+    if spec in ("none", "sentence", "llm"):
+        return spec
+    if spec.startswith("crossencoder:") and spec.split(":", 1)[1].strip():
+        return spec
+    if spec in ("crossencoder", "crossencoder:") or spec.startswith("crossencoder:"):
+        raise RerankerError(
+            "the crossencoder reranker needs a local model folder: crossencoder:PATH"
+        )
+    raise RerankerError(f"unknown reranker {spec!r}: use one of {', '.join(RERANKERS)}")
 
 
 def _reorder(hits: list[Hit], scores: Sequence[float] | np.ndarray) -> list[Hit]:
+    import numpy as np
+
     order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
     return [Hit(hits[i].chunk, float(scores[i]), hits[i].row) for i in order]
 
@@ -35,6 +59,7 @@ def sentence_reranker(embeddings: IndexEmbeddings, *, weight: float = 0.5) -> Re
     A long chunk matches many queries a little; its best sentence says whether it answers
     this one. The first-stage rank is kept as a prior so one lucky sentence cannot win alone.
     """
+    import numpy as np
 
     def rerank(query: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
@@ -57,33 +82,35 @@ def sentence_reranker(embeddings: IndexEmbeddings, *, weight: float = 0.5) -> Re
 
 
 def crossencoder_reranker(path: str) -> Reranker:
-    """A local cross-encoder (needs the `crossencoder` extra, which brings torch)."""
+    """A cross-encoder from a local folder (the `crossencoder` extra, which brings torch)."""
     try:
         from sentence_transformers import CrossEncoder
     except ImportError as exc:  # the extra is optional
-        raise RuntimeError(
-            "the cross-encoder reranker needs sentence-transformers: "
+        raise RerankerError(
+            "the crossencoder reranker needs sentence-transformers: "
             "pip install 'footnote-rag[crossencoder]'"
         ) from exc
+    if not Path(path).is_dir():
+        raise RerankerError(f"no cross-encoder model folder at {path!r} (crossencoder:PATH)")
     model = CrossEncoder(path, local_files_only=True)
 
     def rerank(query: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
             return hits
         scores = model.predict([(query, h.chunk.text) for h in hits])
-        return _reorder(hits, list(map(float, scores)))
+        return _reorder(hits, [float(s) for s in scores])
 
     return rerank
 
 
-class CandidateScores(BaseModel):
-    """How well each numbered passage answers the query."""
-
-    scores: list[int] = Field(description="One score 0-10 per passage, in order.")
-
-
 def llm_reranker(model: BaseChatModel) -> Reranker:
     """The chat model scores every candidate in one structured call; order kept on failure."""
+    from pydantic import BaseModel, Field
+
+    class CandidateScores(BaseModel):
+        """How well each numbered passage answers the query."""
+
+        scores: list[int] = Field(description="One score 0-10 per passage, in order.")
 
     def rerank(query: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
@@ -113,15 +140,14 @@ def llm_reranker(model: BaseChatModel) -> Reranker:
 def make_reranker(
     spec: str, embeddings: IndexEmbeddings, chat_model: BaseChatModel | None = None
 ) -> Reranker | None:
-    """Build a reranker from its name; `none` or empty gives None (keep first-stage order)."""
-    if spec in ("", "none"):
+    """Build a reranker from its spec; `none` gives None (keep the first-stage order)."""
+    spec = check_reranker(spec)
+    if spec == "none":
         return None
     if spec == "sentence":
         return sentence_reranker(embeddings)
-    if spec.startswith("crossencoder:"):
-        return crossencoder_reranker(spec.split(":", 1)[1])
     if spec == "llm":
         if chat_model is None:
-            raise ValueError("the llm reranker needs a chat model (--model)")
+            raise RerankerError("the llm reranker needs a chat model: set --model (or `model`)")
         return llm_reranker(chat_model)
-    raise ValueError(f"unknown reranker {spec!r}: use none, sentence, crossencoder:PATH or llm")
+    return crossencoder_reranker(spec.split(":", 1)[1])

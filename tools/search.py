@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from footnote.store.types import Caller, Filters, Hit
-from footnote.tools.rerank import make_reranker
+from footnote.tools.rerank import Reranker, make_reranker, sentence_reranker
 from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever
 
 PIPELINE_FUSION: Fusion = "weighted"
@@ -16,9 +16,11 @@ PIPELINE_POSITION_DECAY = 0.04
 """The default pipeline: weighted min-max fusion leaning on dense (plain RRF dragged dense
 down), with later chunks of a section decayed. Chosen by measurement on pyfaq; the grid and
 the numbers are in docs/evaluation.md."""
-PIPELINE_RERANKER = "none"
-"""Reranker of the default pipeline (see tools/rerank.py); `reranked` always uses `sentence`."""
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
 RERANK_DEPTH = 20
+"""How many of the pipeline's candidates a reranker reorders (see tools/rerank.py)."""
 
 S = TypeVar("S")
 
@@ -36,6 +38,10 @@ class SearchRequest:
     embeddings: str = ""
     extra_texts: list[str] = field(default_factory=list)
     """More texts whose embeddings are searched alongside the query (a HyDE passage)."""
+    reranker: str = "none"
+    """Reranker of the pipeline stage: none, sentence, llm or crossencoder:PATH."""
+    chat_model: BaseChatModel | None = None
+    """The chat model the `llm` reranker asks."""
 
 
 def run_stage(
@@ -45,8 +51,10 @@ def run_stage(
     mask: S,
     stage: Stage,
     extra_texts: list[str] | None = None,
+    reranker: Reranker | None = None,
 ) -> list[Hit]:
-    """Run one named retrieval stage; `pipeline` is what `footnote ask` uses."""
+    """Run one named retrieval stage; `pipeline` is what `footnote ask` uses, reordered by
+    `reranker` when one is given; `reranked` is the pipeline reordered by `sentence`."""
     if stage == "bm25":
         return retriever.bm25(query, k, mask)
     if stage == "dense":
@@ -69,14 +77,13 @@ def run_stage(
     if stage == "prf":
         feedback = [h.chunk.text for h in fused(query, 3)]
         return fused(expand_query(query, feedback), k)
-    if stage == "reranked" or PIPELINE_RERANKER != "none":
-        candidates = fused(query, max(k, RERANK_DEPTH))
-        reranker = make_reranker(
-            "sentence" if stage == "reranked" else PIPELINE_RERANKER, retriever.embeddings
-        )
-        reranked = reranker(query, candidates[:RERANK_DEPTH]) if reranker else candidates
-        return (reranked + candidates[RERANK_DEPTH:])[:k]
-    return fused(query, k)
+    if stage == "reranked":
+        reranker = sentence_reranker(retriever.embeddings)
+    if reranker is None:
+        return fused(query, k)
+    candidates = fused(query, max(k, RERANK_DEPTH))
+    reranked = reranker(query, candidates[:RERANK_DEPTH])
+    return (reranked + candidates[RERANK_DEPTH:])[:k]
 
 
 def search(request: SearchRequest) -> list[Hit]:
@@ -86,4 +93,7 @@ def search(request: SearchRequest) -> list[Hit]:
         filters.source = request.source
     caller = Caller(groups=frozenset(request.user_groups), admin=request.admin)
     mask = retriever.mask(caller, filters)
-    return run_stage(retriever, request.query, request.k, mask, request.stage, request.extra_texts)
+    reranker = make_reranker(request.reranker, retriever.embeddings, request.chat_model)
+    return run_stage(
+        retriever, request.query, request.k, mask, request.stage, request.extra_texts, reranker
+    )
