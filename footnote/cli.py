@@ -9,7 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-DEFAULT_INDEX = ".footnote/index"
+from footnote.graph.context import default_index
+from footnote.locations import format_location
 
 EPILOG = """\
 examples:
@@ -21,10 +22,6 @@ examples:
 The index directory defaults to $FOOTNOTE_INDEX, else .footnote/index. --index also takes
 a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 """
-
-
-def default_index() -> str:
-    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
 
 
 class ProgressPrinter:
@@ -95,19 +92,6 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         for error in result["errors"]:
             print(f"  failed: {error['source']}: {error['error']}")
     return 1 if summary.failed else 0
-
-
-def format_location(item: dict[str, Any]) -> str:
-    parts = [item["source"]]
-    if item.get("section"):
-        parts.append(f"§ {item['section']}")
-    if item.get("page"):
-        parts.append(f"p. {item['page']}")
-    if item.get("lines"):
-        parts.append(f"lines {item['lines'][0]}-{item['lines'][1]}")
-    if item.get("url") and item["url"] != item["source"]:
-        parts.append(item["url"])
-    return ", ".join(parts)
 
 
 def cmd_search(args: argparse.Namespace) -> int:

@@ -13,7 +13,8 @@ DEFAULT_INDEX = ".footnote/index"
 """Where the index lives when neither the context nor $FOOTNOTE_INDEX says."""
 
 
-def _default_index() -> str:
+def default_index() -> str:
+    """$FOOTNOTE_INDEX, else DEFAULT_INDEX: the one rule the CLI and the graph share."""
     return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
 
 
@@ -52,7 +53,7 @@ class Context:
         },
     )
     index_dir: str = field(
-        default_factory=_default_index,
+        default_factory=default_index,
         metadata={
             "description": "Index directory built by `footnote ingest`. Defaults to "
             "$FOOTNOTE_INDEX, else .footnote/index."

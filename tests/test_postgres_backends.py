@@ -452,10 +452,10 @@ def test_served_threads_survive_a_restart_in_postgres(
 
     from langgraph_sdk import get_sync_client
 
-    from footnote.server import PROJECT_ROOT, server_command, server_config, server_environment
+    from footnote.server import server_command, server_config, server_environment
     from tests.test_server import HOST, free_port, stop, wait_until_ready
 
-    config = server_config(postgres_checkpoints=True, directory=tmp_path)
+    config = server_config(directory=tmp_path, postgres_checkpoints=True)
     env = server_environment(index_dir=str(handbook_index), checkpoint_url=pg_server.url)
 
     def serve(log: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -464,7 +464,7 @@ def test_served_threads_survive_a_restart_in_postgres(
             process = subprocess.Popen(
                 server_command(host=HOST, port=port, config=config),
                 env=env,
-                cwd=PROJECT_ROOT,
+                cwd=tmp_path,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )

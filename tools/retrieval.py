@@ -24,11 +24,10 @@ from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
 from footnote.store.files import Index, check_embeddings, load_index
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import Caller, Filters, Hit, chunk_position
+from footnote.tools.stages import STAGES as STAGES
+from footnote.tools.stages import Stage as Stage
 
 Fusion = Literal["rrf", "weighted"]
-Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
-STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
-"""Every stage `tools.search.run_stage` can run, so evaluation reports each one."""
 
 
 class Retriever:
