@@ -1,0 +1,61 @@
+"""Footnote: answers from your team's own documents, every claim cited.
+
+The public API, imported on first use so that `import footnote` (and the `footnote` command)
+stays fast:
+
+    from footnote import make_graph, FootnoteRetriever, MiniLMEmbeddings
+
+- `make_graph(chat_model=None, checkpointer=None)`: the answer graph, to run or to add as a
+  node of your own graph; `Context` is its run-time configuration.
+- `answer_tool(context=...)`: the graph as a tool for another agent.
+- `FootnoteRetriever(index=..., k=...)`: a LangChain retriever over any Footnote index.
+- `MiniLMEmbeddings()`: the offline embedding model (LangChain `Embeddings`).
+- `Filters`: narrows a retriever's search (source glob, section, dates, front matter).
+
+Indexes are built with `footnote ingest` or `footnote.ingest.pipeline.ingest(paths, index)`
+(not re-exported here: `footnote.ingest` is the package of that name).
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "make_graph": "footnote.graph.graph",
+    "Context": "footnote.graph.context",
+    "answer_tool": "footnote.graph.agent_tool",
+    "FootnoteRetriever": "footnote.tools.retriever",
+    "Filters": "footnote.tools.search",
+    "MiniLMEmbeddings": "footnote.ingest.embeddings",
+}
+
+__all__ = [
+    "Context",
+    "Filters",
+    "FootnoteRetriever",
+    "MiniLMEmbeddings",
+    "answer_tool",
+    "make_graph",
+]
+
+if TYPE_CHECKING:
+    from footnote.graph.agent_tool import answer_tool
+    from footnote.graph.context import Context
+    from footnote.graph.graph import make_graph
+    from footnote.ingest.embeddings import MiniLMEmbeddings
+    from footnote.tools.retriever import FootnoteRetriever
+    from footnote.tools.search import Filters
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'footnote' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -123,17 +123,19 @@ def _describe(event: dict[str, Any]) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     import shutil
+    import signal
     import subprocess
     import tempfile
     from pathlib import Path
 
-    from footnote.server import PROJECT_ROOT, server_command, server_config, server_environment
+    from footnote.server import server_command, server_config, server_environment
 
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
     ):
         print(
-            "footnote: `langgraph` is not installed: pip install 'langgraph-cli[inmem]'",
+            "footnote: serve needs the LangGraph server (langgraph-cli[inmem]), from the serve "
+            "extra: pip install 'footnote-rag[serve]'",
             file=sys.stderr,
         )
         return 2
@@ -147,11 +149,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         print("Threads are kept in PostgreSQL.")
     with tempfile.TemporaryDirectory() as scratch:
         config = server_config(
-            postgres_checkpoints=bool(args.checkpoint_url), directory=Path(scratch)
+            directory=Path(scratch), postgres_checkpoints=bool(args.checkpoint_url)
         )
         command = server_command(host=args.host, port=args.port, config=config)
-        # langgraph dev resolves langgraph.json's paths against its working directory.
-        return subprocess.call(command, env=env, cwd=PROJECT_ROOT)
+        with subprocess.Popen(command, env=env, cwd=scratch) as server:
+            # Stopping `footnote serve` stops the server it started.
+            signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
+            try:
+                return server.wait()
+            except KeyboardInterrupt:  # Ctrl-C reached the server too; let it finish
+                return server.wait()
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:

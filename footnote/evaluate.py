@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import math
 import re
@@ -22,15 +23,20 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from footnote.console import ProgressPrinter, add_reranker_options, reranker_model
-from footnote.ingest.pipeline import IngestSummary, Progress, ingest
-from footnote.store.backends import current_version, is_postgres, open_writer
+from footnote.store.backends import is_postgres
 from footnote.store.types import Caller, Hit, IndexError_
-from footnote.tools.rerank import Reranker, make_reranker
-from footnote.tools.retrieval import STAGES, Retriever, get_retriever
-from footnote.tools.search import run_stage
+from footnote.tools.stages import STAGES
+
+if TYPE_CHECKING:
+    from footnote.ingest.pipeline import IngestSummary, Progress
+    from footnote.tools.rerank import Reranker
+    from footnote.tools.retrieval import Retriever
+
+# The retrieval and ingest modules (faiss, onnxruntime, langchain) load inside the functions
+# that use them: the command line builds its parser from this module and must start fast.
 
 StageRunner = Callable[[str], Sequence[Hit]]
 """One retrieval stage under test: a query in, chunk hits out, best first."""
@@ -145,6 +151,8 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
     A directory carries a marker file; a database index is ours when it is empty or holds
     nothing but this dataset's passage files.
     """
+    from footnote.store.backends import current_version, open_writer
+
     if is_postgres(index):
         previous = open_writer(index).previous()
         if previous is not None and not set(previous.files) <= passages:
@@ -182,6 +190,8 @@ def prepare_index(
     (root / CACHE_DIR / "sources.json").write_text(
         json.dumps(source_to_id, indent=1, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
     )
+    from footnote.ingest.pipeline import ingest
+
     summary = ingest([docs_dir], target, progress=progress)
     return PreparedIndex(
         dataset=dataset, index_dir=target, source_to_id=source_to_id, summary=summary
@@ -196,6 +206,8 @@ def default_runners(
 ) -> dict[str, StageRunner]:
     """Footnote's own stages, searched as an admin with no filters (every chunk is eligible);
     `reranker` reorders the pipeline stage as `--reranker` does for `footnote ask`."""
+    from footnote.tools.search import run_stage
+
     mask = retriever.mask(Caller(groups=frozenset(), admin=True))
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
@@ -268,6 +280,9 @@ def evaluate_stages(
     names = list(stages) if stages else [*STAGES, *(n for n in runners if n not in STAGES)]
     builtin = [n for n in names if n not in runners]
     if builtin:
+        from footnote.tools.rerank import make_reranker
+        from footnote.tools.retrieval import get_retriever
+
         retriever = get_retriever(prepared.index_dir)
         pipeline_reranker = make_reranker(reranker, retriever.embeddings, chat_model)
         runners.update(default_runners(retriever, builtin, k, pipeline_reranker))
@@ -378,7 +393,23 @@ def _same_index(a: str, b: str) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
+EVAL_EXTRA = "pip install 'footnote-rag[eval]'"
+
+
+def missing_eval_modules(plot: bool) -> list[str]:
+    """What `footnote eval` needs beyond the base install: ranx, and matplotlib for --plot."""
+    needed = ["ranx", "matplotlib"] if plot else ["ranx"]
+    return [name for name in needed if importlib.util.find_spec(name) is None]
+
+
 def cmd_eval(args: argparse.Namespace) -> int:
+    missing = missing_eval_modules(plot=bool(args.plot))
+    if missing:
+        print(
+            f"footnote: eval needs {' and '.join(missing)}, from the eval extra: {EVAL_EXTRA}",
+            file=sys.stderr,
+        )
+        return 2
     index = args.index or str(Path(args.dataset) / INDEX_DIR)
     if args.default_index and _same_index(index, args.default_index):
         print(

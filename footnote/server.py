@@ -7,11 +7,10 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from footnote.checkpoint import CHECKPOINT_URL_ENV
 from footnote.store.backends import is_postgres
-
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
 
 _TRACING_KEYS = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
 
@@ -46,20 +45,35 @@ def server_environment(
     return env
 
 
-def server_config(*, postgres_checkpoints: bool, directory: Path) -> Path:
-    """The langgraph.json to serve: the project's own, or a copy that keeps threads in
-    PostgreSQL (the saver reads its database from $FOOTNOTE_CHECKPOINT_URL)."""
-    config = PROJECT_ROOT / "langgraph.json"
-    if not postgres_checkpoints:
-        return config
-    data = json.loads(config.read_text(encoding="utf-8"))
-    data["checkpointer"] = {"path": "./footnote/checkpoint.py:server_checkpointer"}
-    target = directory / "langgraph.postgres.json"
+GRAPH = "footnote.graph.graph:graph"
+"""The served graph, named by module: the same config serves from a checkout or a wheel."""
+CHECKPOINTER = "footnote.checkpoint:server_checkpointer"
+"""The PostgreSQL saver, loaded by the server when threads are kept in PostgreSQL."""
+
+
+def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Path:
+    """Write the langgraph.json to serve into `directory` and return its path.
+
+    It names the graph (and the checkpointer) by module rather than by file, so it needs no
+    source tree: `footnote serve` works the same from an installed wheel. The repository's own
+    langgraph.json names files, for `langgraph dev` run in a checkout.
+    """
+    data: dict[str, Any] = {
+        "dependencies": ["."],
+        "graphs": {"footnote": GRAPH},
+        "python_version": "3.11",
+    }
+    if postgres_checkpoints:
+        # The saver reads its database from $FOOTNOTE_CHECKPOINT_URL.
+        data["checkpointer"] = {"path": CHECKPOINTER}
+    target = directory / "langgraph.json"
     target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return target
 
 
-def server_command(*, host: str, port: int, config: Path | None = None) -> list[str]:
+def server_command(*, host: str, port: int, config: Path) -> list[str]:
+    """`langgraph dev` for `config`; run it with the config's folder as working directory
+    (the server keeps its `.langgraph_api/` state there)."""
     langgraph = Path(sys.executable).with_name("langgraph")
     return [
         str(langgraph) if langgraph.exists() else "langgraph",
@@ -71,5 +85,5 @@ def server_command(*, host: str, port: int, config: Path | None = None) -> list[
         "--port",
         str(port),
         "--config",
-        str(config or PROJECT_ROOT / "langgraph.json"),
+        str(config),
     ]

@@ -10,26 +10,27 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
-from typing import Any
-
-from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+from typing import TYPE_CHECKING, Any
 
 from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.embeddings import TokenCounter
 from footnote.store.text import heading_prefix, slugify
 from footnote.store.types import Chunk
 
-_CODE_LANGUAGES = {
-    ".py": Language.PYTHON,
-    ".js": Language.JS,
-    ".ts": Language.TS,
-    ".go": Language.GO,
-    ".rs": Language.RUST,
-    ".java": Language.JAVA,
-    ".c": Language.C,
-    ".h": Language.C,
-    ".cpp": Language.CPP,
-    ".rb": Language.RUBY,
+if TYPE_CHECKING:
+    from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+_CODE_LANGUAGES = {  # suffix -> langchain_text_splitters.Language value
+    ".py": "python",
+    ".js": "js",
+    ".ts": "ts",
+    ".go": "go",
+    ".rs": "rust",
+    ".java": "java",
+    ".c": "c",
+    ".h": "c",
+    ".cpp": "cpp",
+    ".rb": "ruby",
 }
 _PROSE_SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
 
@@ -55,11 +56,14 @@ class Chunker:
         self._splitters: dict[tuple[str, int], RecursiveCharacterTextSplitter] = {}
 
     def _splitter(self, suffix: str, is_code: bool, size: int) -> RecursiveCharacterTextSplitter:
+        # langchain-text-splitters loads on first split, not when ingest starts.
+        from langchain_text_splitters import Language, RecursiveCharacterTextSplitter
+
         language = _CODE_LANGUAGES.get(suffix) if is_code else None
-        key = (language.value if language else ("code" if is_code else "prose"), size)
+        key = (language or ("code" if is_code else "prose"), size)
         if key not in self._splitters:
             separators = (
-                RecursiveCharacterTextSplitter.get_separators_for_language(language)
+                RecursiveCharacterTextSplitter.get_separators_for_language(Language(language))
                 if language
                 else ["\n\n", "\n", " ", ""]
                 if is_code

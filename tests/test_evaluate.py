@@ -188,6 +188,28 @@ def test_missing_dataset_is_a_user_error(
     assert "not a BEIR dataset" in err
 
 
+@pytest.mark.parametrize(("absent", "plot"), [("ranx", False), ("matplotlib", True)])
+def test_without_the_eval_extra_says_what_to_install(
+    dataset: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    absent: str,
+    plot: bool,
+) -> None:
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == absent else find_spec(name, *a),
+    )
+    argv = ["eval", str(dataset)] + (["--plot", str(tmp_path / "r.png")] if plot else [])
+    code, out, err = _run_cli(argv, capsys)
+    assert code == 2 and not out
+    assert absent in err and "pip install 'footnote-rag[eval]'" in err
+    assert not (dataset / INDEX_DIR).exists(), "nothing was ingested"
+
+
 def _load_benchmark_module(name: str) -> ModuleType:
     sys.path.insert(0, str(BENCHMARKS))
     try:

@@ -6,6 +6,7 @@ started once per session. It must start: a failure fails these tests, never skip
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import shutil
 import threading
@@ -15,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from footnote import FootnoteRetriever
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
 from footnote.store.backends import open_writer
@@ -450,10 +452,10 @@ def test_served_threads_survive_a_restart_in_postgres(
 
     from langgraph_sdk import get_sync_client
 
-    from footnote.server import PROJECT_ROOT, server_command, server_config, server_environment
+    from footnote.server import server_command, server_config, server_environment
     from tests.test_server import HOST, free_port, stop, wait_until_ready
 
-    config = server_config(postgres_checkpoints=True, directory=tmp_path)
+    config = server_config(directory=tmp_path, postgres_checkpoints=True)
     env = server_environment(index_dir=str(handbook_index), checkpoint_url=pg_server.url)
 
     def serve(log: Path) -> tuple[subprocess.Popen[bytes], str]:
@@ -462,7 +464,7 @@ def test_served_threads_survive_a_restart_in_postgres(
             process = subprocess.Popen(
                 server_command(host=HOST, port=port, config=config),
                 env=env,
-                cwd=PROJECT_ROOT,
+                cwd=tmp_path,
                 stdout=sink,
                 stderr=subprocess.STDOUT,
             )
@@ -489,3 +491,45 @@ def test_served_threads_survive_a_restart_in_postgres(
     messages = state["values"]["messages"]
     assert messages[0]["content"] == API_KEY_QUESTION
     assert "90 days" in messages[-1]["content"]
+
+
+def test_footnote_retriever_on_both_backends(locate: Locate, tmp_path: Path) -> None:
+    """The LangChain retriever: chunk ids, citation and front-matter metadata, filters, the
+    caller's groups, k per call, sync and async, on either backend."""
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    (corpus / "refunds.md").write_text(
+        "---\ntitle: Refunds\ndate: 2025-05-01\naccess: [finance]\nteam: payments\n---\n"
+        "# Refunds\n\n## Card refunds\n\nCard refunds are issued within five working days.\n",
+        encoding="utf-8",
+    )
+    (corpus / "cards.md").write_text(
+        "---\ntitle: Cards\ndate: 2024-02-01\n---\n# Cards\n\n## Lost cards\n\n"
+        "Report a lost card at once; refunds of fraudulent charges follow.\n",
+        encoding="utf-8",
+    )
+    location = locate()
+    assert not ingest([corpus], location).failed
+
+    finance = FootnoteRetriever(index=location, k=2, user_groups=["everyone", "finance"])
+    docs = finance.invoke("how long do card refunds take")
+    assert [d.metadata["source"] for d in docs] == ["refunds.md", "cards.md"]
+    top = docs[0]
+    assert top.id == top.metadata["chunk_id"] and top.id.startswith("refunds.md#card-refunds")
+    assert top.metadata["section"] == "Refunds > Card refunds"
+    assert top.metadata["lines"][0] >= 1
+    assert (top.metadata["title"], top.metadata["date"]) == ("Refunds", "2025-05-01")
+    assert top.metadata["access"] == ["finance"] and top.metadata["team"] == "payments"
+
+    everyone = FootnoteRetriever(index=location, k=5)
+    assert {d.metadata["source"] for d in everyone.invoke("card refunds")} == {"cards.md"}
+    dated = FootnoteRetriever(
+        index=location,
+        user_groups=["everyone", "finance"],
+        filters=Filters(date_from="2025-01-01", metadata={"team": "payments"}),
+    )
+    assert {d.metadata["source"] for d in dated.invoke("refunds")} == {"refunds.md"}
+    assert len(finance.invoke("refunds", k=1)) == 1
+    assert [d.id for d in asyncio.run(finance.ainvoke("how long do card refunds take"))] == [
+        d.id for d in docs
+    ]

@@ -25,7 +25,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.server import PROJECT_ROOT, server_command, server_environment
+from footnote.server import server_command, server_config, server_environment
 
 pytestmark = pytest.mark.integration
 
@@ -99,20 +99,18 @@ def _tail(log: Path, lines: int = 60) -> str:
 
 @pytest.fixture(scope="module")
 def server(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    """`langgraph dev` on a free port, run from the repository root.
-
-    The CLI resolves the graph paths in langgraph.json against its working directory, not
-    the config file, so it must run where `footnote serve` works: the repository root (its
-    `.langgraph_api/` state is git-ignored; the threads made here are deleted at the end).
-    """
+    """`langgraph dev` on a free port, with the config `footnote serve` writes, run in that
+    config's own folder as `footnote serve` runs it (no source tree needed)."""
     port = free_port()
     url = f"http://{HOST}:{port}"
-    log = tmp_path_factory.mktemp("server") / "langgraph-dev.log"
+    workdir = tmp_path_factory.mktemp("server")
+    log = workdir / "langgraph-dev.log"
+    config = server_config(directory=workdir)
     with log.open("wb") as sink:
         process = subprocess.Popen(
-            server_command(host=HOST, port=port),
+            server_command(host=HOST, port=port, config=config),
             env=server_environment(index_dir=str(handbook_index)),
-            cwd=PROJECT_ROOT,
+            cwd=workdir,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )

@@ -26,11 +26,10 @@ from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import Caller, Filters, Hit, check_embeddings, chunk_position
+from footnote.tools.stages import STAGES as STAGES
+from footnote.tools.stages import Stage as Stage
 
 Fusion = Literal["rrf", "weighted"]
-Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
-STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
-"""Every stage `tools.search.run_stage` can run, so evaluation reports each one."""
 MAX_DECAY_STEPS = 5
 
 S = TypeVar("S")

@@ -1,0 +1,47 @@
+"""LangChain's own standard test suites (langchain-tests) for Footnote's public components."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_tests.integration_tests import (
+    EmbeddingsIntegrationTests,
+    RetrieversIntegrationTests,
+)
+from langchain_tests.unit_tests import EmbeddingsUnitTests
+
+from footnote import FootnoteRetriever, MiniLMEmbeddings
+
+
+class TestMiniLMEmbeddingsUnit(EmbeddingsUnitTests):
+    @property
+    def embeddings_class(self) -> type[MiniLMEmbeddings]:
+        return MiniLMEmbeddings
+
+
+class TestMiniLMEmbeddingsIntegration(EmbeddingsIntegrationTests):
+    @property
+    def embeddings_class(self) -> type[MiniLMEmbeddings]:
+        return MiniLMEmbeddings
+
+
+class TestFootnoteRetriever(RetrieversIntegrationTests):
+    """Over the sample handbook's index (built once per session)."""
+
+    @pytest.fixture(autouse=True)
+    def _handbook(self, handbook_index: Path) -> None:
+        self.index = handbook_index
+
+    @property
+    def retriever_constructor(self) -> type[FootnoteRetriever]:
+        return FootnoteRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        return {"index": str(self.index), "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "How often do I have to change my API key?"
