@@ -2,13 +2,19 @@
 
 Served, a caller is who its credentials say (`footnote.credentials`: API keys, JWT / OIDC,
 or anonymous when the operator configured neither), and it owns what it creates: threads,
-runs and assistants carry `owner` metadata and every read, search, update, delete, run and
-stream is filtered by it. Nobody, admins included, reaches another caller's threads: `admin`
-widens which documents a caller may see, not whose conversations. Crons and the store are
-closed. A run's context is checked against the operator's settings (`footnote.settings`):
-server-owned fields are pinned, a caller's own choices are validated, and anything refused
-is a 4xx before the run starts. The graph reads identity from the authenticated user the
-server injects (`langgraph_auth_user`), never from the context.
+runs and assistants carry `owner` and `access_scope` metadata, and every read, search,
+update, delete, run and stream is filtered by both. Nobody, admins included, reaches another
+caller's threads: `admin` widens which documents a caller may see, not whose conversations.
+
+The scope (the caller's groups, or `admin`) makes a thread's history safe to serve: a thread
+holds text its owner could see when it was written, so it is served only while the owner
+still has exactly that access. If the operator changes someone's groups, their earlier
+threads stop being served (not deleted: they come back if the access does).
+
+Crons and the store are closed. A run's context is checked against the operator's settings
+(`footnote.settings`): server-owned fields are pinned, a caller's own choices validated, and
+anything refused is a 4xx before the run starts. The graph reads identity from the
+authenticated user the server injects (`langgraph_auth_user`), never from the context.
 
 Misconfiguration (a malformed key file, an unreadable JWT key, bad FOOTNOTE_INDEXES) stops
 the server at start with one line that says what is wrong.
@@ -20,16 +26,13 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from footnote.credentials import (
-    Credentials,
-    CredentialsError,
-    Identity,
-    Unauthenticated,
-)
+from footnote.credentials import Credentials, CredentialsError, Unauthenticated
 from footnote.settings import ContextRefused, ServerSettings, SettingsError
 
 OWNER = "owner"
+SCOPE = "access_scope"
 _METHODS = {"api_key", "jwt", "anonymous"}
+_ASSISTANT_PER_RUN = ("index_dir", "model", "web_search")
 
 
 def _load() -> tuple[Credentials, ServerSettings]:
@@ -49,7 +52,7 @@ def _header(headers: dict[bytes, bytes] | None, name: bytes) -> str | None:
     return value.decode("latin-1") if value is not None else None
 
 
-@auth.authenticate
+@auth.authenticate  # type: ignore[type-var]  # sync on purpose, see below
 def authenticate(headers: dict[bytes, bytes] | None) -> Auth.types.MinimalUserDict:
     """Identify the caller from `Authorization: Bearer ...` or `x-api-key`.
 
@@ -57,7 +60,7 @@ def authenticate(headers: dict[bytes, bytes] | None) -> Auth.types.MinimalUserDi
     change check (a stat) must not block the event loop.
     """
     try:
-        identity: Identity = CREDENTIALS.identify(
+        identity = CREDENTIALS.identify(
             _header(headers, b"authorization"), _header(headers, b"x-api-key")
         )
     except Unauthenticated as exc:
@@ -65,35 +68,37 @@ def authenticate(headers: dict[bytes, bytes] | None) -> Auth.types.MinimalUserDi
     return identity.as_user()  # type: ignore[return-value]
 
 
-def _owner(ctx: Auth.types.AuthContext) -> str:
-    """The caller's identity, if it was made by `authenticate` above; 403 otherwise.
+def _owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
+    """The metadata that marks the caller's own resources: its identity and access scope.
 
-    Studio's `x-auth-scheme: langsmith` bypass (closed in langgraph.json) would produce a
-    user that `authenticate` never saw: such a caller owns nothing and reaches nothing.
+    Only users made by `authenticate` above qualify. Studio's `x-auth-scheme: langsmith`
+    bypass (closed in langgraph.json) would produce one it never saw: such a caller owns
+    nothing and reaches nothing.
     """
     user = ctx.user
-    method = user.get("auth_method") if hasattr(user, "get") else None
-    if isinstance(user, Auth.types.StudioUser) or method not in _METHODS:
+    fields: Any = user if hasattr(user, "get") else {}
+    if isinstance(user, Auth.types.StudioUser) or fields.get("auth_method") not in _METHODS:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail="this caller was not authenticated by Footnote"
         )
-    return str(user.identity)
+    return {OWNER: str(user.identity), SCOPE: str(fields.get("scope", ""))}
+
+
+def _claim(value: Any, owned: dict[str, str]) -> None:
+    """Tag a new resource as the caller's; a caller may not name another owner or scope."""
+    metadata = value.get("metadata")
+    if metadata is None:
+        metadata = value["metadata"] = {}
+    for key, mine in owned.items():
+        if metadata.get(key, mine) != mine:
+            raise Auth.exceptions.HTTPException(
+                status_code=403, detail=f"metadata {key!r} is set by the server"
+            )
+    metadata.update(owned)
 
 
 def _refuse(exc: ContextRefused) -> Auth.exceptions.HTTPException:
     return Auth.exceptions.HTTPException(status_code=exc.status, detail=exc.message)
-
-
-def _claim(value: dict[str, Any], owner: str) -> None:
-    """Tag a new resource with its owner; a caller may not name another owner."""
-    metadata = value.get("metadata")
-    if metadata is None:
-        metadata = value["metadata"] = {}
-    if metadata.get(OWNER, owner) != owner:
-        raise Auth.exceptions.HTTPException(
-            status_code=403, detail="metadata 'owner' is set by the server"
-        )
-    metadata[OWNER] = owner
 
 
 @auth.on
@@ -104,39 +109,33 @@ async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
     )
 
 
-@auth.on.threads.create
-async def create_thread(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
-    owner = _owner(ctx)
-    _claim(value, owner)
-    return {OWNER: owner}
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    owned = _owned(ctx)
+    _claim(value, owned)
+    return owned
 
 
-@auth.on.threads.read
-@auth.on.threads.search
-@auth.on.threads.delete
 async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Threads and their runs, state, history and streams: the caller's own only."""
-    return {OWNER: _owner(ctx)}
+    return _owned(ctx)
 
 
-@auth.on.threads.update
-async def update_thread(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
-    owner = _owner(ctx)
-    if OWNER in (value.get("metadata") or {}):
-        _claim(value, owner)
-    return {OWNER: owner}
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    owned = _owned(ctx)
+    if set(owned) & set(value.get("metadata") or {}):
+        _claim(value, owned)
+    return owned
 
 
-@auth.on.threads.create_run
-async def create_run(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """Runs on the caller's own threads, with a context the operator allows.
 
     The run's context is replaced by the checked one: server-owned fields pinned to the
     operator's values (so an assistant's stored context cannot override them), the caller's
     valid choices kept, unknown fields dropped. A refused field is a 4xx with a reason.
     """
-    owner = _owner(ctx)
-    _claim(value, owner)  # a run that creates its thread makes it the caller's
+    owned = _owned(ctx)
+    _claim(value, owned)  # a run that creates its thread makes it the caller's
     kwargs = value.get("kwargs")
     if not isinstance(kwargs, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
@@ -144,38 +143,45 @@ async def create_run(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict
         kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
     except ContextRefused as exc:
         raise _refuse(exc) from None
-    return {OWNER: owner}
+    return owned
 
 
-@auth.on.assistants.create
-@auth.on.assistants.update
-async def write_assistant(ctx: Auth.types.AuthContext, value: dict[str, Any]) -> dict[str, str]:
+async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """An assistant may carry a caller's retrieval choices, never server-owned settings."""
-    owner = _owner(ctx)
+    owned = _owned(ctx)
     if "metadata" in value or ctx.action == "create":
-        _claim(value, owner)
+        _claim(value, owned)
     config = value.get("config") or {}
     for stored in (value.get("context"), config.get("configurable")):
         try:
             SETTINGS.check(stored)
         except ContextRefused as exc:
             raise _refuse(exc) from None
-        for name in stored or {}:
-            if name in ("index_dir", "model", "web_search"):
-                raise Auth.exceptions.HTTPException(
-                    status_code=403,
-                    detail=f"choose {name!r} per run; an assistant may not store it",
-                )
-    return {OWNER: owner}
+        if per_run := sorted(set(stored or {}) & set(_ASSISTANT_PER_RUN)):
+            raise Auth.exceptions.HTTPException(
+                status_code=403,
+                detail=f"choose {per_run[0]!r} per run; an assistant may not store it",
+            )
+    return owned
 
 
-@auth.on.assistants.read
-@auth.on.assistants.search
-async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
+async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> Any:
     """The server's own assistants, and the caller's."""
-    return {"$or": [{"created_by": "system"}, {OWNER: _owner(ctx)}]}
+    return {"$or": [{"created_by": "system"}, _owned(ctx)]}
 
 
-@auth.on.assistants.delete
-async def delete_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    return {OWNER: _owner(ctx)}
+async def own_assistants(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    return _owned(ctx)
+
+
+auth.on.threads.create(create_thread)
+auth.on.threads.read(own_threads)
+auth.on.threads.search(own_threads)
+auth.on.threads.delete(own_threads)
+auth.on.threads.update(update_thread)
+auth.on.threads.create_run(create_run)
+auth.on.assistants.create(write_assistant)
+auth.on.assistants.update(write_assistant)
+auth.on.assistants.read(read_assistants)
+auth.on.assistants.search(read_assistants)
+auth.on.assistants.delete(own_assistants)

@@ -46,6 +46,11 @@ class Identity:
     method: str = "anonymous"
     """How the caller proved it: `api_key`, `jwt` or `anonymous`."""
 
+    @property
+    def scope(self) -> str:
+        """What this identity may see, as one comparable string (`admin`, or its groups)."""
+        return "admin" if self.admin else ",".join(sorted(self.groups))
+
     def as_user(self) -> dict[str, Any]:
         """The user dict the LangGraph server stores and injects into runs."""
         return {
@@ -54,6 +59,7 @@ class Identity:
             "is_authenticated": self.method != "anonymous",
             "groups": list(self.groups),
             "admin": self.admin,
+            "scope": self.scope,
             "auth_method": self.method,
         }
 

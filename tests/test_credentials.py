@@ -23,9 +23,9 @@ from footnote.credentials import (
     parse_key_file,
     write_api_keys,
 )
-from footnote.settings import ContextRefused, ServerSettings, SettingsError
 from footnote.graph.context import Context
 from footnote.graph.tools import run_caller
+from footnote.settings import ContextRefused, ServerSettings, SettingsError
 
 SECRET = "s3cret-for-tests-only-" + "x" * 20
 USERS = {

@@ -25,7 +25,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.credentials import write_api_keys
+from footnote.credentials import hash_key, write_api_keys
 from footnote.ingest.pipeline import ingest
 from footnote.server import RunningServer, ServerFailed, running_server
 from tests.served import (
@@ -381,6 +381,49 @@ def test_no_cross_user_thread_access_of_any_kind(served: Served) -> None:
     assert [m["content"] for m in state["values"]["messages"] if m["type"] == "human"] == [
         ONCALL_QUESTION
     ]
+
+
+def demoted(served: Served, user: str) -> SyncLangGraphClient:
+    """`user` with no groups any more: a key file edited by the operator, or a new token."""
+    if served.team.method == "jwt":
+        token = sign(served.team, sub=user, groups=[])
+        return get_sync_client(url=served.server.url, headers={"Authorization": f"Bearer {token}"})
+    path: Path = served.team.extra["path"]
+    entries = json.loads(path.read_text())
+    entries[hash_key(served.team.secrets[user])]["groups"] = []
+    path.with_name("edited.json").write_text(json.dumps(entries))
+    os.replace(path.with_name("edited.json"), path)
+    return served.clients[user]
+
+
+def test_a_thread_is_served_only_while_its_owner_keeps_that_access(served: Served) -> None:
+    """A thread's history holds what its owner could see when it was written; once the owner
+    loses that access the thread is not served at all (and comes back with the access)."""
+    alice = served.clients["alice"]
+    thread = alice.threads.create()["thread_id"]
+    ask(alice, ONCALL_QUESTION, thread)
+    original = served.team.extra["path"].read_text() if "path" in served.team.extra else None
+    try:
+        now = demoted(served, "alice")
+        message = {"messages": [{"role": "user", "content": "and the compensation?"}]}
+        for name, attempt in {
+            "get": lambda: now.threads.get(thread),
+            "state": lambda: now.threads.get_state(thread),
+            "history": lambda: now.threads.get_history(thread),
+            "continue": lambda: now.runs.wait(thread, GRAPH_ID, input=message),
+            "stream": lambda: now.runs.stream(thread, GRAPH_ID, input=message),
+        }.items():
+            status, body = refusal(attempt)
+            assert status == 404, (name, status, body)
+            assert not leaked("dave", body), name
+        listed = now.threads.search(limit=1000)
+        assert thread not in {t["thread_id"] for t in listed}
+        assert not leaked("dave", listed)
+        assert not leaked("dave", ask(now, "What happens on call in the first five minutes?"))
+    finally:
+        if original is not None:
+            served.team.extra["path"].write_text(original)
+    assert "oncall.md" in cited(alice.threads.get_state(thread)["values"])
 
 
 def test_cors_preflight_from_another_origin_is_not_allowed(served: Served) -> None:
