@@ -125,8 +125,9 @@ def log_tail(log: Path, lines: int = 60) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
-def wait_until_ready(server: RunningServer, timeout_s: float = 60.0) -> None:
-    """Poll GET /ok until the server answers; ServerFailed if it exits or stalls."""
+def wait_until_ready(server: RunningServer, timeout_s: float = 180.0) -> None:
+    """Poll GET /ok until the server answers; ServerFailed if it exits or stalls (a loaded
+    shared machine can take a minute or more to import and start it)."""
     import httpx
 
     pause = threading.Event()
@@ -165,7 +166,7 @@ def running_server(
     log: Path,
     extra_env: Mapping[str, str] | None = None,
     config: Path | None = None,
-    timeout_s: float = 60.0,
+    timeout_s: float = 180.0,
 ) -> Iterator[RunningServer]:
     """`langgraph dev` on a free loopback port, started as `footnote serve` starts it, from the
     repository root (the CLI resolves langgraph.json's paths against its working directory);
