@@ -33,7 +33,7 @@ HOST = "127.0.0.1"
 GRAPH_ID = "footnote"
 WORKED_EXAMPLE = "How often do I have to change my API key?"
 NOT_COVERED = "What is the parental leave policy?"
-STARTUP_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 180.0  # a loaded shared machine can take a minute to start it
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
