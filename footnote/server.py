@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import signal
+import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -87,3 +96,111 @@ def server_command(*, host: str, port: int, config: Path) -> list[str]:
         "--config",
         str(config),
     ]
+
+
+LOOPBACK = "127.0.0.1"
+CREDENTIAL_SETTINGS = (
+    "FOOTNOTE_API_KEYS",
+    "FOOTNOTE_JWT_SECRET",
+    "FOOTNOTE_JWT_PUBLIC_KEY",
+    "FOOTNOTE_JWKS",
+    "FOOTNOTE_JWT_AUDIENCE",
+    "FOOTNOTE_JWT_ISSUER",
+    "FOOTNOTE_JWT_GROUPS_CLAIM",
+    "FOOTNOTE_JWT_ADMIN_GROUP",
+)
+"""Who may call the server: `running_server` starts from none of these, so a test's server
+never inherits an operator's credentials by accident."""
+_ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
+
+
+class ServerFailed(RuntimeError):
+    """`langgraph dev` exited or did not become ready; the message ends with its log."""
+
+
+@dataclass
+class RunningServer:
+    """A `langgraph dev` process on a loopback port, and where its log goes."""
+
+    url: str
+    log: Path
+    process: subprocess.Popen[bytes]
+
+
+def free_port(host: str = LOOPBACK) -> int:
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(log: Path, lines: int = 60) -> str:
+    """The end of a server log, without terminal colours."""
+    text = _ANSI_COLOUR.sub("", log.read_text(errors="replace")) if log.exists() else ""
+    return "\n".join(text.splitlines()[-lines:])
+
+
+def wait_until_ready(server: RunningServer, timeout_s: float = 180.0) -> None:
+    """Poll GET /ok until the server answers; ServerFailed if it exits or stalls (a loaded
+    shared machine can take a minute or more to import and start it)."""
+    import httpx
+
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.process.poll() is not None:
+            raise ServerFailed(
+                f"langgraph dev exited with {server.process.returncode}:\n{log_tail(server.log)}"
+            )
+        try:
+            response = httpx.get(f"{server.url}/ok", timeout=1.0)
+            if response.status_code == 200 and response.json().get("ok"):
+                return
+        except httpx.HTTPError:
+            pass
+        pause.wait(0.2)
+    raise ServerFailed(f"langgraph dev not ready after {timeout_s:.0f} s:\n{log_tail(server.log)}")
+
+
+def stop_server(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, then SIGKILL if it has not exited within ten seconds."""
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
+
+
+@contextmanager
+def running_server(
+    *,
+    index_dir: str,
+    log: Path,
+    extra_env: Mapping[str, str] | None = None,
+    config: Path | None = None,
+    timeout_s: float = 180.0,
+) -> Iterator[RunningServer]:
+    """`langgraph dev` on a free loopback port, started as `footnote serve` starts it, from the
+    repository root (the CLI resolves langgraph.json's paths against its working directory);
+    stopped by PID on exit. `extra_env` adds settings such as FOOTNOTE_API_KEYS."""
+    port = free_port()
+    env = server_environment(index_dir=index_dir)
+    for name in CREDENTIAL_SETTINGS:
+        env.pop(name, None)
+    env.update(extra_env or {})
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            server_command(host=LOOPBACK, port=port, config=config),
+            env=env,
+            cwd=PROJECT_ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    server = RunningServer(url=f"http://{LOOPBACK}:{port}", log=log, process=process)
+    try:
+        wait_until_ready(server, timeout_s)
+        yield server
+    finally:
+        stop_server(process)

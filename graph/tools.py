@@ -1,19 +1,22 @@
 """The tool the answer graph's agent step calls: a search of the index, as the caller may see it.
 
 What the tool needs comes in explicitly: the query from the model, the HyDE passage from the
-graph's state (hidden from the model), and the index and the caller's groups from the run's
-context (never from the model). Its results go to the typed `candidates` field; the tool-call
+graph's state (hidden from the model), the index from the run's context, and the caller's
+groups from the authenticated user when served or the host's context when embedded (never
+from the model). Its results go to the typed `candidates` field; the tool-call
 traffic stays in the internal `search_calls` channel, out of the conversation.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections.abc import Mapping
+from typing import Annotated, Any
 
 from langchain.tools import ToolRuntime
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import ToolMessage
 from langchain_core.tools import tool
+from langgraph.config import get_config
 from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
@@ -38,6 +41,42 @@ def reranker_model(context: Context) -> BaseChatModel | None:
     )
 
 
+def _served_user() -> Any | None:
+    """The authenticated user a LangGraph server injected into this run; None if embedded."""
+    try:
+        configurable = get_config().get("configurable") or {}
+    except RuntimeError:  # called outside a run
+        return None
+    if "langgraph_auth_user" not in configurable:
+        return None
+    return configurable["langgraph_auth_user"] or {}
+
+
+def _user_field(user: Any, name: str) -> Any:
+    return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
+
+
+def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
+    """Who is asking: their groups and admin flag.
+
+    Served: the authenticated user the server injected (`footnote/auth.py`), never the
+    request's context; a user without Footnote's fields sees nothing. Embedded: the host's
+    context, the trusted party there, type-checked rather than coerced.
+    """
+    user = _served_user()
+    if user is not None:
+        groups = _user_field(user, "groups")
+        if not isinstance(groups, list | tuple) or not all(isinstance(g, str) for g in groups):
+            groups = ()
+        return tuple(groups), _user_field(user, "admin") is True
+    groups, admin = context.user_groups, context.admin
+    if not isinstance(admin, bool):
+        raise TypeError(f"context field 'admin' must be true or false, not {admin!r}")
+    if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
+        raise TypeError("context field 'user_groups' must be a list of group names")
+    return tuple(groups), admin
+
+
 @tool
 def search_documents(
     query: str,
@@ -50,14 +89,15 @@ def search_documents(
     query in the words a document would use. Returns numbered passages with their sources.
     """
     context = Context.coerce(runtime.context)
+    groups, admin = run_caller(context)
     candidates = retrieve_candidates(
         SearchRequest(
             query=query,
             index_dir=context.index_dir,
             embeddings=context.embeddings,
             k=context.retrieve_k,
-            user_groups=tuple(context.user_groups),
-            admin=context.admin,
+            user_groups=groups,
+            admin=admin,
             extra_texts=[hyde_passage] if hyde_passage else [],
             reranker=context.reranker,
             chat_model=reranker_model(context),

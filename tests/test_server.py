@@ -33,7 +33,7 @@ HOST = "127.0.0.1"
 GRAPH_ID = "footnote"
 WORKED_EXAMPLE = "How often do I have to change my API key?"
 NOT_COVERED = "What is the parental leave policy?"
-STARTUP_TIMEOUT_S = 60.0
+STARTUP_TIMEOUT_S = 180.0  # a loaded shared machine can take a minute to start it
 ANSI_COLOUR = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -256,3 +256,37 @@ def test_server_log_has_no_blocking_calls(server: Server) -> None:
 
     assert "BlockingError" not in log, _tail(server.log)
     assert "Blocking call" not in log, _tail(server.log)
+
+
+ONCALL = "How quickly must I acknowledge a page when I am on call?"
+
+
+def refused(server: Server, **context: Any) -> httpx.Response:
+    return httpx.post(
+        f"{server.url}/runs/wait",
+        json={
+            "assistant_id": GRAPH_ID,
+            "input": {"messages": [{"role": "user", "content": ONCALL}]},
+            "context": context,
+        },
+        timeout=60,
+    )
+
+
+def test_anonymous_callers_see_only_what_everyone_may_see(server: Server) -> None:
+    """With no keys or identity provider configured the server still starts and answers, but
+    every caller is anonymous: groups [everyone], never admin, whatever the request says."""
+    output = ask(server, None, ONCALL)
+
+    assert "oncall.md" not in sources(output)
+    assert "within 5 minutes" not in answer_text(output)
+    for context in (
+        {"user_groups": ["engineering"]},
+        {"admin": True},
+        {"admin": "false"},
+        {"index_dir": "/"},
+        {"model": "openai:gpt-4.1-mini", "model_base_url": "http://127.0.0.1:9/v1"},
+    ):
+        response = refused(server, **context)
+        assert response.status_code in (403, 422), (context, response.text)
+        assert "within 5 minutes" not in response.text

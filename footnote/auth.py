@@ -1,0 +1,187 @@
+"""The served trust boundary, as LangGraph custom auth (`auth.path` in langgraph.json).
+
+Served, a caller is who its credentials say (`footnote.credentials`: API keys, JWT / OIDC,
+or anonymous when the operator configured neither), and it owns what it creates: threads,
+runs and assistants carry `owner` and `access_scope` metadata, and every read, search,
+update, delete, run and stream is filtered by both. Nobody, admins included, reaches another
+caller's threads: `admin` widens which documents a caller may see, not whose conversations.
+
+The scope (the caller's groups, or `admin`) makes a thread's history safe to serve: a thread
+holds text its owner could see when it was written, so it is served only while the owner
+still has exactly that access. If the operator changes someone's groups, their earlier
+threads stop being served (not deleted: they come back if the access does).
+
+Crons and the store are closed. A run's context is checked against the operator's settings
+(`footnote.settings`): server-owned fields are pinned, a caller's own choices validated, and
+anything refused is a 4xx before the run starts. The graph reads identity from the
+authenticated user the server injects (`langgraph_auth_user`), never from the context.
+
+Misconfiguration (a malformed key file, an unreadable JWT key, bad FOOTNOTE_INDEXES) stops
+the server at start with one line that says what is wrong.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph_sdk import Auth
+
+from footnote.credentials import Credentials, CredentialsError, Unauthenticated
+from footnote.settings import ContextRefused, ServerSettings, SettingsError
+
+OWNER = "owner"
+SCOPE = "access_scope"
+_METHODS = {"api_key", "jwt", "anonymous"}
+_ASSISTANT_PER_RUN = ("index_dir", "model", "web_search")
+
+
+def _load() -> tuple[Credentials, ServerSettings]:
+    try:
+        return Credentials.from_env(), ServerSettings.from_env()
+    except (CredentialsError, SettingsError) as exc:
+        raise SystemExit(f"footnote: the server cannot start: {exc}") from None
+
+
+CREDENTIALS, SETTINGS = _load()
+
+auth = Auth()
+
+
+def _header(headers: dict[bytes, bytes] | None, name: bytes) -> str | None:
+    value = (headers or {}).get(name)
+    return value.decode("latin-1") if value is not None else None
+
+
+@auth.authenticate  # type: ignore[type-var]  # sync on purpose, see below
+def authenticate(headers: dict[bytes, bytes] | None) -> Auth.types.MinimalUserDict:
+    """Identify the caller from `Authorization: Bearer ...` or `x-api-key`.
+
+    Synchronous on purpose: the server runs it in a thread pool, and the key file's
+    change check (a stat) must not block the event loop.
+    """
+    try:
+        identity = CREDENTIALS.identify(
+            _header(headers, b"authorization"), _header(headers, b"x-api-key")
+        )
+    except Unauthenticated as exc:
+        raise Auth.exceptions.HTTPException(status_code=401, detail=str(exc)) from None
+    return identity.as_user()  # type: ignore[return-value]
+
+
+def _owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
+    """The metadata that marks the caller's own resources: its identity and access scope.
+
+    Only users made by `authenticate` above qualify. Studio's `x-auth-scheme: langsmith`
+    bypass (closed in langgraph.json) would produce one it never saw: such a caller owns
+    nothing and reaches nothing.
+    """
+    user = ctx.user
+    fields: Any = user if hasattr(user, "get") else {}
+    if isinstance(user, Auth.types.StudioUser) or fields.get("auth_method") not in _METHODS:
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="this caller was not authenticated by Footnote"
+        )
+    return {OWNER: str(user.identity), SCOPE: str(fields.get("scope", ""))}
+
+
+def _claim(value: Any, owned: dict[str, str]) -> None:
+    """Tag a new resource as the caller's; a caller may not name another owner or scope."""
+    metadata = value.get("metadata")
+    if metadata is None:
+        metadata = value["metadata"] = {}
+    for key, mine in owned.items():
+        if metadata.get(key, mine) != mine:
+            raise Auth.exceptions.HTTPException(
+                status_code=403, detail=f"metadata {key!r} is set by the server"
+            )
+    metadata.update(owned)
+
+
+def _refuse(exc: ContextRefused) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(status_code=exc.status, detail=exc.message)
+
+
+@auth.on
+async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
+    """Crons, the store and anything a newer server adds: closed unless handled below."""
+    raise Auth.exceptions.HTTPException(
+        status_code=403, detail=f"{ctx.resource}.{ctx.action} is not available on this server"
+    )
+
+
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    owned = _owned(ctx)
+    _claim(value, owned)
+    return owned
+
+
+async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Threads and their runs, state, history and streams: the caller's own only."""
+    return _owned(ctx)
+
+
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    owned = _owned(ctx)
+    if set(owned) & set(value.get("metadata") or {}):
+        _claim(value, owned)
+    return owned
+
+
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Runs on the caller's own threads, with a context the operator allows.
+
+    The run's context is replaced by the checked one: server-owned fields pinned to the
+    operator's values (so an assistant's stored context cannot override them), the caller's
+    valid choices kept, unknown fields dropped. A refused field is a 4xx with a reason.
+    """
+    owned = _owned(ctx)
+    _claim(value, owned)  # a run that creates its thread makes it the caller's
+    kwargs = value.get("kwargs")
+    if not isinstance(kwargs, dict):
+        raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
+    try:
+        kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
+    except ContextRefused as exc:
+        raise _refuse(exc) from None
+    return owned
+
+
+async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """An assistant may carry a caller's retrieval choices, never server-owned settings."""
+    owned = _owned(ctx)
+    if "metadata" in value or ctx.action == "create":
+        _claim(value, owned)
+    config = value.get("config") or {}
+    for stored in (value.get("context"), config.get("configurable")):
+        try:
+            SETTINGS.check(stored)
+        except ContextRefused as exc:
+            raise _refuse(exc) from None
+        if per_run := sorted(set(stored or {}) & set(_ASSISTANT_PER_RUN)):
+            raise Auth.exceptions.HTTPException(
+                status_code=403,
+                detail=f"choose {per_run[0]!r} per run; an assistant may not store it",
+            )
+    return owned
+
+
+async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> Any:
+    """The server's own assistants, and the caller's."""
+    return {"$or": [{"created_by": "system"}, _owned(ctx)]}
+
+
+async def own_assistants(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    return _owned(ctx)
+
+
+auth.on.threads.create(create_thread)
+auth.on.threads.read(own_threads)
+auth.on.threads.search(own_threads)
+auth.on.threads.delete(own_threads)
+auth.on.threads.update(update_thread)
+auth.on.threads.create_run(create_run)
+auth.on.assistants.create(write_assistant)
+auth.on.assistants.update(write_assistant)
+auth.on.assistants.read(read_assistants)
+auth.on.assistants.search(read_assistants)
+auth.on.assistants.delete(own_assistants)
