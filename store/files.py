@@ -158,7 +158,8 @@ def load_index(
     try:
         chunks = [
             Chunk.from_dict(json.loads(line))
-            for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
+            # split on "\n" only: JSON leaves U+2028 and NEL raw, and splitlines() cuts at them
+            for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").split("\n")
             if line
         ]
         part = "files.json"

@@ -19,7 +19,14 @@ from pathlib import Path
 from footnote.ingest.documents import ParsedDocument, ParseError
 from footnote.ingest.parsers import html, markdown, pdf, text
 
-__all__ = ["PARSERS", "SUPPORTED_SUFFIXES", "Parser", "is_supported", "parse_file"]
+__all__ = [
+    "PARSERS",
+    "SUPPORTED_SUFFIXES",
+    "Parser",
+    "is_supported",
+    "parse_bytes",
+    "parse_file",
+]
 
 Parser = Callable[[bytes, Path, str], ParsedDocument]
 """parse(data, path, source): the file's bytes, its path (for names), its index source."""
@@ -59,9 +66,16 @@ def parse_file(path: Path, source: str, *, max_bytes: int = 20_000_000) -> Parse
     for anything that cannot be read or yields no text, and never any other
     exception, so one bad file cannot stop an ingest run.
     """
-    suffix = path.suffix.lower()
-    parser = _parser_for(suffix)
-    data = _read_bytes(path, max_bytes)
+    _parser_for(path.suffix.lower())
+    return parse_bytes(_read_bytes(path, max_bytes), path, source)
+
+
+def parse_bytes(data: bytes, path: Path, source: str) -> ParsedDocument:
+    """Parse a file's content already read (ingest reads once, to hash and parse the same
+    bytes); `path` gives the format by its suffix. Raises only `ParseError`."""
+    parser = _parser_for(path.suffix.lower())
+    if not data:
+        raise ParseError("empty file")
     try:
         doc = parser(data, path, source)
     except ParseError:

@@ -2,23 +2,57 @@
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
 from typing import Any
 
 from footnote.ingest.documents import ParseError
 
 BINARY_SNIFF_BYTES = 8192
+_BOMS = (
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF8, "utf-8-sig"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
 TITLE_MAX = 100
 
 
+def bom_encoding(data: bytes) -> str | None:
+    """The encoding a byte-order mark announces (UTF-32 checked before UTF-16, whose BOM
+    it starts with), or None."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return encoding
+    return None
+
+
 def decode_text(data: bytes) -> str:
-    """Decode a text-type file as UTF-8 (BOM allowed); no silent Latin-1 guessing."""
-    if b"\x00" in data[:BINARY_SNIFF_BYTES]:
+    """Decode a text-type file: UTF-16/32 when a BOM says so, else UTF-8 (BOM allowed).
+
+    No silent Latin-1 guessing. A NUL character anywhere is refused, not only in the
+    first bytes sniffed: it means binary data, and PostgreSQL cannot store it either.
+    """
+    encoding = bom_encoding(data)
+    if encoding is None and b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ParseError("binary file")
     try:
-        text = data.decode("utf-8-sig")
+        text = data.decode(encoding or "utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise ParseError(f"not valid UTF-8 text (bad byte at offset {exc.start})") from exc
+        name = (encoding or "UTF-8").upper()
+        raise ParseError(f"not valid {name} text (bad byte at offset {exc.start})") from exc
+    return normalize_newlines(refuse_nul(text))
+
+
+def refuse_nul(text: str) -> str:
+    nul = text.find("\x00")
+    if nul >= 0:
+        raise ParseError(f"binary data: a NUL character at offset {nul}")
+    return text
+
+
+def normalize_newlines(text: str) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
@@ -50,7 +84,7 @@ def short_title(text: str) -> str | None:
 def scalar_text(value: Any) -> str | None:
     if value is None or isinstance(value, (list, dict)):
         return None
-    text = " ".join(str(value).split())
+    text = " ".join(str(value).replace("\x00", "").split())
     return text or None
 
 

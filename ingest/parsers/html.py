@@ -6,6 +6,7 @@ import codecs
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bs4 import BeautifulSoup
 from bs4.element import (
@@ -19,7 +20,14 @@ from bs4.element import (
 )
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
-from footnote.ingest.parsers.common import BINARY_SNIFF_BYTES, TITLE_MAX, iso_date
+from footnote.ingest.parsers.common import (
+    BINARY_SNIFF_BYTES,
+    TITLE_MAX,
+    bom_encoding,
+    decode_text,
+    iso_date,
+    refuse_nul,
+)
 
 SUFFIXES = frozenset({".html", ".htm"})
 
@@ -58,6 +66,12 @@ _META_DATES = (
 )  # fmt: skip
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.IGNORECASE)
 _SPACE = re.compile(r"\s+")
+_HIDDEN_STYLE = re.compile(
+    r"(?:^|;)\s*(?:display\s*:\s*none|visibility\s*:\s*(?:hidden|collapse)"
+    r"|opacity\s*:\s*(?:0+(?:\.0*)?|\.0+)|font-size\s*:\s*(?:0+(?:\.0*)?|\.0+)(?:px|em|rem|pt|%)?)"
+    r"\s*(?:!\s*important\s*)?(?:;|$)",
+    re.IGNORECASE,
+)
 
 
 @dataclass
@@ -311,11 +325,14 @@ def _heading_anchor(heading: Tag, root: Tag) -> str | None:
 
 
 def _decode_html(data: bytes) -> str:
-    """UTF-8 first; a charset the page itself declares is honoured, nothing is guessed."""
+    """A byte-order mark's encoding, else UTF-8; a charset the page itself declares is
+    honoured, nothing is guessed."""
+    if bom_encoding(data) is not None:
+        return decode_text(data)
     if b"\x00" in data[:BINARY_SNIFF_BYTES]:
         raise ParseError("binary file")
     try:
-        return data.decode("utf-8-sig")
+        return refuse_nul(data.decode("utf-8"))
     except UnicodeDecodeError as exc:
         declared = _CHARSET.search(data[:4096])
         if declared:
@@ -325,20 +342,21 @@ def _decode_html(data: bytes) -> str:
                 encoding = "utf-8"
             if encoding != "utf-8":
                 try:
-                    return data.decode(encoding)
-                except UnicodeDecodeError:
+                    return refuse_nul(data.decode(encoding))
+                except (UnicodeDecodeError, LookupError):
                     pass
         raise ParseError(f"not valid UTF-8 text (bad byte at offset {exc.start})") from exc
 
 
 def _is_boilerplate(tag: Tag) -> bool:
-    """Page chrome (navigation, sidebars, footers, permalinks, "Contents" boxes).
+    """Page chrome (navigation, sidebars, footers, permalinks, "Contents" boxes) and text
+    a reader never sees.
 
     Decided per tag during the walk, by name and attributes only: a CSS selector
     pass over every tag costs more than parsing the page.
     """
     name = tag.name
-    if name in _DROP_TAGS:
+    if name in _DROP_TAGS or (tag.attrs and _is_hidden(tag.attrs)):
         return True
     if name == "header":
         # A page-level header is a banner; one inside an article holds its title.
@@ -348,7 +366,6 @@ def _is_boilerplate(tag: Tag) -> bool:
         tag.attrs.get("role") in _DROP_ROLES
         or tag.attrs.get("id") in _DROP_IDS
         or tag.attrs.get("aria-label") in _DROP_LABELS
-        or "hidden" in tag.attrs
         or not _DROP_CLASSES.isdisjoint(classes)
         or (name == "div" and not _DROP_DIV_CLASSES.isdisjoint(classes))
     ):
@@ -362,6 +379,20 @@ def _is_boilerplate(tag: Tag) -> bool:
     if name == "div" and ("topic" in classes or "contents" in classes):
         return _is_contents_box(tag, classes)
     return False
+
+
+def _is_hidden(attrs: dict[str, Any]) -> bool:
+    """Hidden from readers: the `hidden` attribute, `aria-hidden="true"`, or an inline style
+    (`display: none`, `visibility: hidden`, zero opacity or font size). Such text must not
+    be indexed or quoted: a page could otherwise plant words no reader of it ever saw.
+    Rules in stylesheets are not evaluated."""
+    if "hidden" in attrs:
+        return True
+    aria = attrs.get("aria-hidden")
+    if isinstance(aria, str) and aria.strip().lower() == "true":
+        return True
+    style = attrs.get("style")
+    return isinstance(style, str) and _HIDDEN_STYLE.search(style) is not None
 
 
 def _is_contents_box(tag: Tag, classes: list[str]) -> bool:

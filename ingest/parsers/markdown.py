@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import tomllib
 import unicodedata
-from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers.common import (
@@ -19,12 +21,6 @@ from footnote.ingest.parsers.common import (
     trim_range,
 )
 
-yaml: Any
-try:
-    import yaml
-except ImportError:  # pragma: no cover - PyYAML comes with the app's dependencies
-    yaml = None
-
 SUFFIXES = frozenset({".md", ".markdown"})
 
 _FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
@@ -32,8 +28,13 @@ _ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(.*)$")
 _ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
 _MD_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
 _MD_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
-_FRONT_MATTER_FENCE = "---"
-_ACCESS_LINE = re.compile(r"^\s*access\s*:", re.MULTILINE)
+_FENCES = {"---": ("---", "..."), "+++": ("+++",)}
+_KEY_LINE = re.compile(r"""^\s*(?:-\s+)?["']?[^\s:"'#\[\]{}-][^:"'\[\]{}]*["']?\s*[:=]""")
+_YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
+_GROUP_NAME = re.compile(r"[^\s\[\]{}:,\"'][^\[\]{}:,\"']*")
+_UNCLOSED_LOOKAHEAD = 50
+_FRONT_MATTER_MAX_CHARS = 65_536
+_FRONT_MATTER_MAX_DEPTH = 32
 _METADATA_NODE_BUDGET = 10_000
 
 
@@ -45,11 +46,12 @@ class _MdHeading:
 
 def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     lines = split_lines(decode_text(data))
-    front, body_start = _front_matter(lines)
+    front = _front_matter(lines)
+    fields, body_start = dict(front.fields), front.body_start
 
     sections: list[Section] = []
     stack: list[_MdHeading] = []
-    slugs: dict[str, int] = {}
+    slugs: set[str] = set()
     first_h1: str | None = None
     anchor: str | None = None
     block_start = body_start
@@ -95,11 +97,16 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         block_start = index + 1
     close(len(lines))
 
-    title = scalar_text(front.pop("title", None)) or first_h1 or path.stem
-    date = iso_date(front.get("date"))
+    title = scalar_text(fields.pop("title", None)) or first_h1 or path.stem
+    date = iso_date(fields.get("date"))
     if date is not None:
-        del front["date"]  # an unparseable date stays in metadata, as written
-    access = _access_list(front.pop("access")) if "access" in front else None
+        del fields["date"]  # an unparseable date stays in metadata, as written
+    access: list[str] | None = None
+    if front.problem is not None:
+        access = []  # nobody but an admin: unclear access must never widen to the default
+        fields.pop("access", None)
+    elif "access" in fields:
+        access = _access_list(fields.pop("access"))
     budget = [_METADATA_NODE_BUDGET]
     return ParsedDocument(
         source=source,
@@ -107,7 +114,8 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         sections=sections,
         date=date,
         access=access,
-        metadata={str(key): _jsonable(value, budget) for key, value in front.items()},
+        access_problem=front.problem,
+        metadata={str(key): _jsonable(value, budget) for key, value in fields.items()},
     )
 
 
@@ -132,50 +140,131 @@ def _slugify(text: str) -> str:
     return text.replace(" ", "-")
 
 
-def _unique_slug(text: str, seen: dict[str, int]) -> str:
-    """Repeat headings get `-1`, `-2`... as GitHub does, so anchors stay unique."""
-    slug = _slugify(text)
-    count = seen.get(slug, 0)
-    seen[slug] = count + 1
-    return slug if count == 0 else f"{slug}-{count}"
+def _unique_slug(text: str, seen: set[str]) -> str:
+    """Repeat headings get `-1`, `-2`... as GitHub does; a suffix already taken (a heading
+    that reads `Setup 1`) moves on to the next, so anchors stay unique."""
+    base = slug = _slugify(text)
+    count = 0
+    while slug in seen:
+        count += 1
+        slug = f"{base}-{count}"
+    seen.add(slug)
+    return slug
 
 
-def _front_matter(lines: list[str]) -> tuple[dict[str, Any], int]:
-    """Return (front matter, index of the first body line); ({}, 0) when there is none."""
-    if not lines or lines[0].rstrip() != _FRONT_MATTER_FENCE:
-        return {}, 0
-    for end in range(1, len(lines)):
-        if lines[end].rstrip() in (_FRONT_MATTER_FENCE, "..."):
-            break
-    else:
-        return {}, 0
-    raw = "\n".join(lines[1:end])
-    parsed = _load_front_matter(raw)
-    if parsed is None:
-        if _ACCESS_LINE.search(raw):
-            # It restricts access but cannot be read: fail closed rather than fall back
-            # to the default groups. `access: None` reads as malformed downstream.
-            return {"access": None}, end + 1
-        return {}, 0
-    return parsed, end + 1
+@dataclass
+class _FrontMatter:
+    """What the front matter says, where the body starts, and why access cannot be trusted."""
+
+    fields: dict[str, Any]
+    body_start: int
+    problem: str | None = None
 
 
-def _load_front_matter(raw: str) -> dict[str, Any] | None:
+def _front_matter(lines: list[str]) -> _FrontMatter:
+    """Read YAML (`---`) or TOML (`+++`) front matter; fail closed on anything unclear.
+
+    Front matter that opens but cannot be read cleanly — never closed, not valid YAML or
+    TOML, not a mapping, a duplicated key, `Access:` spelled in another case, front matter
+    that does not start on the first line — yields a `problem`: the document is then
+    visible to admins only, and the reason is reported. A block with no `key:` line at all
+    is a horizontal rule, not front matter, and stays body text.
+    """
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return _FrontMatter({}, 0)
+    opener = lines[first].strip()
+    fence = opener[:3]
+    if fence not in _FENCES:
+        return _FrontMatter({}, 0)
+    end = next(
+        (i for i in range(first + 1, len(lines)) if lines[i].strip() in _FENCES[fence]), None
+    )
+    if end is None:
+        head = lines[first + 1 : first + 1 + _UNCLOSED_LOOKAHEAD]
+        if any(_KEY_LINE.match(line) for line in head):
+            return _FrontMatter({}, first + 1, f"front matter opened with {fence} is never closed")
+        return _FrontMatter({}, 0)
+    block = lines[first + 1 : end]
+    if not any(_KEY_LINE.match(line) for line in block):
+        return _FrontMatter({}, 0)  # `---`, prose, `---`: rules around a paragraph
+    if first != 0 or lines[first].rstrip() != fence:
+        return _FrontMatter(
+            {}, end + 1, f"front matter must open on the first line with exactly {fence}"
+        )
+    raw = "\n".join(block)
+    if _YAML_ONLY_BREAKS.search(raw):  # YAML would see other lines than we do
+        return _FrontMatter({}, end + 1, "front matter holds Unicode line separators")
+    if len(raw) > _FRONT_MATTER_MAX_CHARS or _flow_depth(raw) > _FRONT_MATTER_MAX_DEPTH:
+        # PyYAML takes quadratic time on deep flow nesting (`[[[[...`): refuse it unread
+        return _FrontMatter({}, end + 1, "front matter too large or nested too deeply")
+    try:
+        fields = _load_toml(raw) if fence == "+++" else _load_yaml(raw)
+    except _Unreadable as exc:
+        return _FrontMatter({}, end + 1, str(exc))
+    return _FrontMatter(fields, end + 1, _access_problem(fields))
+
+
+def _flow_depth(raw: str) -> int:
+    """Deepest `[`/`{` nesting, ignoring quotes: an upper bound is all the check needs."""
+    depth = deepest = 0
+    for char in raw:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+class _Unreadable(Exception):
+    """Front matter that cannot be read cleanly; the message is the reason."""
+
+
+def _load_toml(raw: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(raw)
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
+        raise _Unreadable(f"front matter is not valid TOML ({exc})") from exc
+
+
+def _load_yaml(raw: str) -> dict[str, Any]:
     """YAML when it parses as a mapping; else the simple `key: value` reading.
 
     The fallback matters because hand-written front matter often breaks YAML
-    (`title: Keys: how to rotate`) yet is perfectly clear to a human.
+    (`title: Keys: how to rotate`) yet is perfectly clear to a human: every line is
+    one top-level key, a colon and a value. Anything less clear is unreadable.
     """
-    if not raw.strip():
-        return {}
-    if yaml is not None:
-        try:
-            loaded = yaml.safe_load(raw)
-        except yaml.YAMLError:
-            loaded = None
-        if isinstance(loaded, dict):
-            return loaded
-    return _simple_front_matter(raw)
+    try:
+        loaded = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _Unreadable:
+        raise
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
+        simple = _simple_front_matter(raw)
+        if simple is None:
+            reason = " ".join(str(exc).split())[:160]
+            raise _Unreadable(f"front matter is not valid YAML ({reason})") from exc
+        return simple
+    if not isinstance(loaded, dict):
+        raise _Unreadable("front matter is not a mapping of keys to values")
+    return loaded
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML forbids them; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key (a list); SafeLoader reports it
+                continue
+            if duplicate:
+                raise _Unreadable(f"front matter has a duplicate key {str(key)[:40]!r}")
+        return super().construct_mapping(node, deep=deep)
 
 
 def _simple_front_matter(raw: str) -> dict[str, Any] | None:
@@ -186,11 +275,14 @@ def _simple_front_matter(raw: str) -> dict[str, Any] | None:
         key, sep, value = line.partition(":")
         if not sep or not key.strip() or key != key.lstrip():
             return None
+        key = key.strip()
+        if key in result:
+            raise _Unreadable(f"front matter has a duplicate key {key[:40]!r}")
         value = value.strip()
         if value.startswith("[") and value.endswith("]"):
-            result[key.strip()] = [_unquote(v) for v in value[1:-1].split(",") if v.strip()]
+            result[key] = [_unquote(v) for v in value[1:-1].split(",") if v.strip()]
         else:
-            result[key.strip()] = _unquote(value)
+            result[key] = _unquote(value)
     return result
 
 
@@ -201,24 +293,31 @@ def _unquote(value: str) -> str:
     return value
 
 
-def _access_list(value: Any) -> list[str]:
-    """Groups named by `access:`; anything malformed becomes [] (nobody but an admin).
-
-    An empty list, not None, because None means "the document says nothing" and
-    would let the pipeline apply a default that may be wider than intended.
-    """
+def _access_problem(fields: dict[str, Any]) -> str | None:
+    """Why `access` cannot be trusted, or None when it is absent or a clean list of groups."""
+    for key in fields:
+        if str(key).strip().lower() == "access" and key != "access":
+            return f"the access key is written {str(key)!r}; write it `access`"
+    if "access" not in fields:
+        return None
+    value = fields["access"]
     if isinstance(value, str):
-        items: Iterable[Any] = value.split(",")
-    elif isinstance(value, list):
-        items = value
-    else:
-        return []
+        value = value.split(",")
+    if not isinstance(value, list) or not value:
+        return "access must be a non-empty list of group names, e.g. `access: [hr]`"
+    for item in value:
+        if not isinstance(item, str) or not _GROUP_NAME.fullmatch(item.strip()):
+            return f"access lists {str(item)[:40]!r}, which is not a group name"
+    return None
+
+
+def _access_list(value: Any) -> list[str]:
+    """Groups named by a clean `access:` (checked by `_access_problem` first)."""
+    items = value.split(",") if isinstance(value, str) else value
     groups: list[str] = []
     for item in items:
-        if isinstance(item, bool) or not isinstance(item, (str, int)):
-            return []
-        name = str(item).strip()
-        if name and name not in groups:
+        name = item.strip()
+        if name not in groups:
             groups.append(name)
     return groups
 

@@ -11,6 +11,8 @@ from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers.common import scalar_text, short_title
 
 SUFFIXES = frozenset({".pdf"})
+MAX_PAGE_CONTENT = 4_000_000
+"""Bytes of decompressed content stream one page may hold."""
 
 
 def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
@@ -38,7 +40,10 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     sections: list[Section] = []
     for number, page in enumerate(pages, start=1):
         try:
+            _check_content_size(page, number)
             text = page.extract_text() or ""
+        except ParseError:
+            raise
         except Exception as exc:
             raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
         text = "\n".join(line.rstrip() for line in text.replace("\x00", "").split("\n")).strip()
@@ -51,6 +56,18 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         title=_pdf_title(reader) or short_title(sections[0].text) or path.stem,
         sections=sections,
     )
+
+
+def _check_content_size(page: Any, number: int) -> None:
+    """Refuse a page whose drawing instructions inflate past `MAX_PAGE_CONTENT`: a few KB
+    of compressed stream can hold millions of operators that text extraction would walk
+    one by one for minutes. Real pages are far below it."""
+    contents = page.get_contents()
+    size = len(contents.get_data()) if contents is not None else 0
+    if size > MAX_PAGE_CONTENT:
+        raise ParseError(
+            f"page {number}: content stream of {size:,} bytes is over {MAX_PAGE_CONTENT:,}"
+        )
 
 
 def _reason(exc: Exception) -> str:
