@@ -313,127 +313,135 @@ def ingest(
         "chunking": settings.to_dict(),
         "default_access": default_access,
     }
-    previous = None
-    if not rebuild:
-        previous = backend.previous()
-        if previous is not None and (
-            previous.manifest["embedding"] != manifest_settings["embedding"]
-            or previous.manifest.get("chunking") != manifest_settings["chunking"]
-            or previous.manifest.get("default_access") != default_access
-        ):
-            if previous.manifest["embedding"]["model"] != model.model_id:
-                raise IndexMismatch(
-                    f"index {index_dir} was built with embeddings "
-                    f"{previous.manifest['embedding']['model']!r}, not {model.model_id!r}: "
-                    "pass --rebuild to re-embed everything with the new model"
-                )
-            previous = None
+    with backend.writer():
+        previous = None
+        if not rebuild:
+            previous = backend.previous()
+            if previous is not None and (
+                previous.manifest["embedding"] != manifest_settings["embedding"]
+                or previous.manifest.get("chunking") != manifest_settings["chunking"]
+                or previous.manifest.get("default_access") != default_access
+            ):
+                if previous.manifest["embedding"]["model"] != model.model_id:
+                    raise IndexMismatch(
+                        f"index {index_dir} was built with embeddings "
+                        f"{previous.manifest['embedding']['model']!r}, not {model.model_id!r}: "
+                        "pass --rebuild to re-embed everything with the new model"
+                    )
+                previous = None
 
-    files: dict[str, FileRecord] = {}
-    # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
-    kept: list[tuple[Chunk, Any]] = []
-    claimed: set[str] = set()  # chunk ids in `kept`: a second claim on one is refused
-    ambiguous = _ambiguous_ids(previous.files) if previous is not None else set()
-    sources = list(discover([Path(p) for p in paths], summary, follow_symlinks=follow_symlinks))
-    for done, item in enumerate(sources, 1):
-        if progress:
-            progress("parse", done, len(sources))
-        try:
-            size = _still_regular(item.path, follow_symlinks).st_size
-            if size > max_bytes:  # refused before reading: a huge file must not fill memory
-                summary.failed[item.source] = f"file too large: {size} bytes > limit {max_bytes}"
+        files: dict[str, FileRecord] = {}
+        # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
+        kept: list[tuple[Chunk, Any]] = []
+        claimed: set[str] = set()  # chunk ids in `kept`: a second claim on one is refused
+        ambiguous = _ambiguous_ids(previous.files) if previous is not None else set()
+        sources = list(discover([Path(p) for p in paths], summary, follow_symlinks=follow_symlinks))
+        for done, item in enumerate(sources, 1):
+            if progress:
+                progress("parse", done, len(sources))
+            try:
+                size = _still_regular(item.path, follow_symlinks).st_size
+                if size > max_bytes:  # refused before reading: a huge file must not fill memory
+                    summary.failed[item.source] = (
+                        f"file too large: {size} bytes > limit {max_bytes}"
+                    )
+                    continue
+                data = item.path.read_bytes()
+            except ParseError as exc:
+                summary.failed[item.source] = str(exc)
                 continue
-            data = item.path.read_bytes()
-        except ParseError as exc:
-            summary.failed[item.source] = str(exc)
-            continue
-        except OSError as exc:
-            summary.failed[item.source] = f"cannot read: {exc.strerror}"
-            continue
-        if len(data) > max_bytes:  # grew after the size check
-            summary.failed[item.source] = f"file too large: over the limit {max_bytes}"
-            continue
-        digest = hashlib.sha256(data).hexdigest()
-        old = previous.files.get(item.source) if previous else None
-        if (
-            previous is not None
-            and old is not None
-            and old.sha256 == digest
-            and ambiguous.isdisjoint(old.chunk_ids)
-            and claimed.isdisjoint(old.chunk_ids)
-        ):
-            reused = previous.lookup(old.chunk_ids, False)
-            if reused is not None:
-                kept.extend(reused)
-                claimed.update(old.chunk_ids)
-                files[item.source] = old
-                summary.unchanged.append(item.source)
-                if old.restricted:
-                    summary.restricted[item.source] = old.restricted
+            except OSError as exc:
+                summary.failed[item.source] = f"cannot read: {exc.strerror}"
                 continue
-        try:
-            with time_budget(max_seconds):
-                doc = parse_bytes(data, item.path, item.source)
-                front_access = doc.access if doc.access is not None else doc.metadata.get("access")
-                access = normalize_access(front_access, default_access)
-                chunks = chunker.split_document(
-                    doc, date=file_date(doc.date, item.path), access=access
-                )
-            check_chunks(chunks, max_chunks, claimed)
-        except ParseError as exc:
-            summary.failed[item.source] = str(exc)
-            continue
-        except TimeBudgetExceeded as exc:
-            summary.failed[item.source] = str(exc)
-            continue
-        except Exception as exc:  # a parser bug must cost one file, not the run
-            summary.failed[item.source] = f"{type(exc).__name__}: {exc}"
-            continue
-        kept.extend((chunk, None) for chunk in chunks)
-        claimed.update(chunk.id for chunk in chunks)
-        if doc.access_problem:
-            summary.restricted[item.source] = doc.access_problem
-        files[item.source] = FileRecord(
-            sha256=digest,
-            chunk_ids=[c.id for c in chunks],
-            size=len(data),
-            mtime=item.path.stat().st_mtime,
-            restricted=doc.access_problem,
+            if len(data) > max_bytes:  # grew after the size check
+                summary.failed[item.source] = f"file too large: over the limit {max_bytes}"
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            old = previous.files.get(item.source) if previous else None
+            if (
+                previous is not None
+                and old is not None
+                and old.sha256 == digest
+                and ambiguous.isdisjoint(old.chunk_ids)
+                and claimed.isdisjoint(old.chunk_ids)
+            ):
+                reused = previous.lookup(old.chunk_ids, False)
+                if reused is not None:
+                    kept.extend(reused)
+                    claimed.update(old.chunk_ids)
+                    files[item.source] = old
+                    summary.unchanged.append(item.source)
+                    if old.restricted:
+                        summary.restricted[item.source] = old.restricted
+                    continue
+            try:
+                with time_budget(max_seconds):
+                    doc = parse_bytes(data, item.path, item.source)
+                    front_access = (
+                        doc.access if doc.access is not None else doc.metadata.get("access")
+                    )
+                    access = normalize_access(front_access, default_access)
+                    chunks = chunker.split_document(
+                        doc, date=file_date(doc.date, item.path), access=access
+                    )
+                check_chunks(chunks, max_chunks, claimed)
+            except ParseError as exc:
+                summary.failed[item.source] = str(exc)
+                continue
+            except TimeBudgetExceeded as exc:
+                summary.failed[item.source] = str(exc)
+                continue
+            except Exception as exc:  # a parser bug must cost one file, not the run
+                summary.failed[item.source] = f"{type(exc).__name__}: {exc}"
+                continue
+            kept.extend((chunk, None) for chunk in chunks)
+            claimed.update(chunk.id for chunk in chunks)
+            if doc.access_problem:
+                summary.restricted[item.source] = doc.access_problem
+            files[item.source] = FileRecord(
+                sha256=digest,
+                chunk_ids=[c.id for c in chunks],
+                size=len(data),
+                mtime=item.path.stat().st_mtime,
+                restricted=doc.access_problem,
+            )
+            (summary.updated if old is not None else summary.added).append(item.source)
+
+        if previous is not None:
+            summary.deleted = sorted(set(previous.files) - set(files) - set(summary.failed))
+            # A file that failed this time keeps its last good chunks rather than vanishing.
+            for source in sorted(set(previous.files) & set(summary.failed)):
+                record = previous.files[source]
+                ids = [cid for cid in record.chunk_ids if cid not in ambiguous | claimed]
+                kept.extend(previous.lookup(ids, True) or [])
+                claimed.update(ids)
+                files[source] = record
+
+        to_embed = [i for i, (_, vec) in enumerate(kept) if vec is None]
+        summary.embedded_chunks = len(to_embed)
+        summary.chunks = len(kept)
+        if not to_embed and previous is not None and not summary.deleted:
+            summary.version = previous.version
+            return summary
+        texts = {r: embedding_text(kept[r][0]) for r in to_embed}
+        # Shortest first across the whole run, as embed_array orders one call: batches of 64 taken
+        # in file order mix short and long chunks and pad them all to the longest.
+        order = sorted(to_embed, key=lambda r: model.count_tokens(texts[r]))
+        batch = 64
+        for start in range(0, len(order), batch):
+            group = order[start : start + batch]
+            embedded = np.asarray(model.embed_array([texts[r] for r in group]), dtype=np.float32)
+            for r, vector in zip(group, embedded, strict=True):
+                kept[r] = (kept[r][0], vector)
+            if progress:
+                progress("embed", min(start + batch, len(order)), len(order))
+        summary.version = backend.publish(
+            entries=kept,
+            files=files,
+            manifest=manifest_settings,
+            embedding_dimension=model.dimension,
+            on_failure=summary.failed.__setitem__,
         )
-        (summary.updated if old is not None else summary.added).append(item.source)
-
-    if previous is not None:
-        summary.deleted = sorted(set(previous.files) - set(files) - set(summary.failed))
-        # A file that failed this time keeps its last good chunks rather than vanishing.
-        for source in sorted(set(previous.files) & set(summary.failed)):
-            record = previous.files[source]
-            ids = [cid for cid in record.chunk_ids if cid not in ambiguous | claimed]
-            kept.extend(previous.lookup(ids, True) or [])
-            claimed.update(ids)
-            files[source] = record
-
-    to_embed = [i for i, (_, vec) in enumerate(kept) if vec is None]
-    summary.embedded_chunks = len(to_embed)
-    summary.chunks = len(kept)
-    if not to_embed and previous is not None and not summary.deleted:
-        summary.version = previous.version
-        return summary
-    texts = {r: embedding_text(kept[r][0]) for r in to_embed}
-    # Shortest first across the whole run, as embed_array orders one call: batches of 64 taken
-    # in file order mix short and long chunks and pad them all to the longest.
-    order = sorted(to_embed, key=lambda r: model.count_tokens(texts[r]))
-    batch = 64
-    for start in range(0, len(order), batch):
-        group = order[start : start + batch]
-        embedded = np.asarray(model.embed_array([texts[r] for r in group]), dtype=np.float32)
-        for r, vector in zip(group, embedded, strict=True):
-            kept[r] = (kept[r][0], vector)
-        if progress:
-            progress("embed", min(start + batch, len(order)), len(order))
-    summary.version = backend.publish(
-        entries=kept,
-        files=files,
-        manifest=manifest_settings,
-        embedding_dimension=model.dimension,
-    )
+        for listed in (summary.added, summary.updated):  # refused by the backend at publish
+            listed[:] = [source for source in listed if source not in summary.failed]
     return summary

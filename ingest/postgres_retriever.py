@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
+from footnote.ingest.embeddings import IndexEmbeddings, embeddings_for_index
 from footnote.store.files import check_embeddings
 from footnote.store.postgres import (
     TEXT_SEARCH_CONFIG,
@@ -139,7 +139,7 @@ class PostgresRetriever(Retriever):
         where = parse_location(url)
         with pool(where.conninfo).connection() as conn:
             version, manifest = require_index(conn, where, url)
-        model = load_embeddings(embeddings or str(manifest["embedding"]["model"]))
+        model = embeddings_for_index(embeddings, str(manifest["embedding"]["model"]))
         check_embeddings(manifest, url, model.model_id, model.dimension)  # type: ignore[arg-type]
         return cls(url, where, version, manifest, model)
 

@@ -20,7 +20,7 @@ from typing import Literal
 import faiss
 import numpy as np
 
-from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
+from footnote.ingest.embeddings import IndexEmbeddings, embeddings_for_index
 from footnote.store.files import Index, check_embeddings, load_index
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import Caller, Filters, Hit, chunk_position
@@ -47,7 +47,7 @@ class Retriever:
     def open(cls, index_dir: str | Path, embeddings: str = "") -> Retriever:
         """Load the index and its embedding model, refusing a model the index was not built with."""
         index = load_index(index_dir)
-        model = load_embeddings(embeddings or index.embedding_model)
+        model = embeddings_for_index(embeddings, index.embedding_model)
         check_embeddings(index.manifest, index.path, model.model_id, model.dimension)
         return cls(index, model)
 
