@@ -269,11 +269,7 @@ def _chunk_problem(chunk: Chunk) -> str | None:
         isinstance(lines, list) and len(lines) == 2 and all(_count(n) for n in lines)
     ):
         return "malformed lines"
-    access = chunk.access
-    if access is not None and not (
-        isinstance(access, list) and all(isinstance(g, str) for g in access)
-    ):
-        return "malformed access"
+    # Malformed access is not damage: Caller.may_see reads it as admins only (fail closed).
     if not isinstance(chunk.metadata, dict):
         return "malformed metadata"
     return None
