@@ -15,6 +15,7 @@ import argparse
 import hashlib
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -26,7 +27,6 @@ from typing import Any
 
 from footnote.ingest.pipeline import IngestSummary, Progress, ingest
 from footnote.store.backends import is_postgres, open_backend
-from footnote.store.files import current_version
 from footnote.store.types import Caller, Hit, IndexError_
 from footnote.tools.retrieval import STAGES, Retriever, get_retriever
 from footnote.tools.search import run_stage
@@ -154,7 +154,7 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
         return
     index_dir = Path(index)
     marker = index_dir / EVAL_MARKER
-    if current_version(index_dir) is not None and not marker.is_file():
+    if os.path.lexists(index_dir / "CURRENT") and not marker.is_file():
         raise IndexError_(
             f"{index_dir} holds an index that `footnote eval` did not build; evaluating into it "
             "would replace its documents with the benchmark corpus. Choose another --index"
