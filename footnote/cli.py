@@ -41,8 +41,11 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             settings=settings,
             default_access=args.default_access.split(",") if args.default_access else None,
             max_bytes=args.max_bytes,
+            max_chunks=args.max_chunks,
+            max_seconds=args.max_seconds,
+            follow_symlinks=args.follow_symlinks,
             rebuild=args.rebuild,
-            progress=ProgressPrinter(args.quiet or args.json),
+            progress=ProgressPrinter(args.quiet),  # stderr, so --json output stays clean
         )
     except IndexError_ as exc:
         print(f"footnote: {exc}", file=sys.stderr)
@@ -50,16 +53,35 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     result = summary.to_dict()
     if args.json:
         print(json.dumps(result, indent=2))
-    elif not args.quiet or summary.failed:
+    elif not args.quiet or summary.failed or summary.restricted:
         print(
             f"{args.index}: {result['added']} added, {result['updated']} updated, "
             f"{result['unchanged']} unchanged, {result['deleted']} deleted, "
-            f"{result['failed']} failed; {summary.chunks} chunks "
+            f"{result['failed']} failed, {result['skipped']} skipped; {summary.chunks} chunks "
             f"({summary.embedded_chunks} embedded)"
         )
         for error in result["errors"]:
             print(f"  failed: {error['source']}: {error['error']}")
-    return 1 if summary.failed else 0
+        for item in result["restrictions"]:
+            print(f"  admins only: {item['source']}: {item['reason']}")
+        if not args.quiet:
+            for line in skipped_lines(summary.skipped):
+                print(f"  skipped: {line}")
+    return 1 if summary.failed or summary.restricted else 0
+
+
+def skipped_lines(skipped: dict[str, str]) -> list[str]:
+    """Each skipped path with its reason; files of an unsupported type are counted per type
+    rather than listed (`--json` lists every one), since a docs folder may hold thousands."""
+    lines: list[str] = []
+    by_type: dict[str, int] = {}
+    for path, reason in sorted(skipped.items()):
+        if reason.startswith("unsupported file type"):
+            by_type[reason] = by_type.get(reason, 0) + 1
+        else:
+            lines.append(f"{path}: {reason}")
+    lines.extend(f"{count} file(s): {reason}" for reason, count in sorted(by_type.items()))
+    return lines
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -122,7 +144,9 @@ def build_parser() -> argparse.ArgumentParser:
         description=(
             "Index Markdown, HTML, PDF, text and code under PATH... into --index. The given "
             "paths are the whole corpus: changed files are re-embedded, unchanged ones reused, "
-            "files no longer present removed. Exit status 1 when some files failed."
+            "files no longer present removed. Symlinks, special files and dotfiles are skipped "
+            "with a reason. Exit status 1 when some files failed or could be given to admins "
+            "only (malformed front matter)."
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
@@ -146,12 +170,28 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)"
     )
-    p.add_argument("--max-bytes", type=int, default=20_000_000, help="skip files larger than this")
+    p.add_argument(
+        "--max-bytes", type=int, default=20_000_000, help="per file: refuse larger files"
+    )
+    p.add_argument(
+        "--max-chunks", type=int, default=20_000, help="per file: refuse files giving more chunks"
+    )
+    p.add_argument(
+        "--max-seconds",
+        type=float,
+        default=300.0,
+        help="per file: stop parsing and chunking after this long (0: no limit)",
+    )
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symlinks that stay inside the given paths (default: skip every symlink)",
+    )
     p.add_argument(
         "--rebuild", action="store_true", help="ignore the existing index and re-embed everything"
     )
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
-    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.add_argument("--quiet", action="store_true", help="no progress output (progress: stderr)")
     p.set_defaults(func=cmd_ingest)
 
     p = sub.add_parser(

@@ -16,6 +16,7 @@ import hashlib
 import importlib.util
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -151,7 +152,7 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
     A directory carries a marker file; a database index is ours when it is empty or holds
     nothing but this dataset's passage files.
     """
-    from footnote.store.backends import current_version, open_writer
+    from footnote.store.backends import open_writer
 
     if is_postgres(index):
         previous = open_writer(index).previous()
@@ -163,7 +164,7 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
         return
     index_dir = Path(index)
     marker = index_dir / EVAL_MARKER
-    if current_version(index_dir) is not None and not marker.is_file():
+    if os.path.lexists(index_dir / "CURRENT") and not marker.is_file():
         raise IndexError_(
             f"{index_dir} holds an index that `footnote eval` did not build; evaluating into it "
             "would replace its documents with the benchmark corpus. Choose another --index"

@@ -8,6 +8,7 @@ title and heading path, so the prefix is counted in the budget too.
 
 from __future__ import annotations
 
+import re
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,10 @@ _CODE_LANGUAGES = {  # suffix -> langchain_text_splitters.Language value
     ".rb": "ruby",
 }
 _PROSE_SEPARATORS = ["\n\n", "\n", ". ", "; ", ", ", " ", ""]
+_LONG_WORD = 1_000
+_LONG_LINE = 4_000
+_LONG_RUN = re.compile(rf"\S{{{_LONG_WORD + 1},}}|[^\n]{{{_LONG_LINE + 1},}}")
+_MAX_CHARS_PER_TOKEN = 8
 
 
 @dataclass(frozen=True)
@@ -83,19 +88,18 @@ class Chunker:
         self, doc: ParsedDocument, *, date: str | None, access: list[str] | None
     ) -> list[Chunk]:
         chunks: list[Chunk] = []
-        used_anchors: dict[str, int] = {}
+        used_keys: set[str] = set()
         suffix = PurePosixPath(doc.source).suffix.lower()
+        id_source = doc.source.replace("%", "%25").replace("#", "%23")
         for section in doc.sections:
             section_path = " > ".join(section.headings)
             base = section.anchor or (slugify(section.headings[-1]) if section.headings else "")
             base = base or (f"page-{section.page}" if section.page else "top")
-            seen = used_anchors.get(base, 0)
-            used_anchors[base] = seen + 1
-            key = base if seen == 0 else f"{base}-{seen}"
+            key = unique_key(base, used_keys)
             for position, (text, lines) in enumerate(self._split_section(section, doc, suffix)):
                 chunks.append(
                     Chunk(
-                        id=f"{doc.source}#{key}:{position}",
+                        id=f"{id_source}#{key}:{position}",
                         text=text,
                         source=doc.source,
                         title=doc.title,
@@ -121,10 +125,10 @@ class Chunker:
         text = section.text.strip()
         if not text:
             return []
-        if self.counter.count_tokens(text) <= size:
+        if self.counter.count_tokens(text) <= size and len(text) <= self._max_chars(size):
             pieces = [text]
         else:
-            pieces = self._splitter(suffix, section.is_code, size).split_text(text)
+            pieces = self._pieces(text, suffix, section.is_code, size)
         out: list[tuple[str, list[int] | None]] = []
         start, end = -1, 0
         for piece in pieces:
@@ -143,6 +147,47 @@ class Chunker:
             out.append((piece, lines))
         return out
 
+    def _pieces(self, text: str, suffix: str, is_code: bool, size: int) -> list[str]:
+        """Split on structure; a dense run (minified code, a data blob, a page of entities on
+        one line) is cut straight into windows of `size` tokens instead: the recursive
+        splitter would cut it into thousands of tiny pieces, very slowly."""
+        pieces: list[str] = []
+        for segment, dense in _segments(text):
+            if dense:
+                pieces.extend(self._windows(segment, size))
+            elif segment.strip():
+                pieces.extend(self._splitter(suffix, is_code, size).split_text(segment))
+        return pieces
+
+    def _max_chars(self, size: int) -> int:
+        """No chunk is longer than this, whatever its token count: a run the tokenizer reads
+        as one unknown token (a 2 MB word) must not become one 2 MB chunk."""
+        return size * _MAX_CHARS_PER_TOKEN
+
+    def _windows(self, run: str, size: int) -> list[str]:
+        """Greedy windows of at most `size` tokens and `_max_chars` characters, each found by
+        bisection, so a long run costs a few tokenizer calls per window."""
+        limit = self._max_chars(size)
+        windows: list[str] = []
+        start = 0
+        while start < len(run):
+            low, high = start + 1, min(len(run), start + limit)
+            while low < high:  # the longest window from `start` that fits
+                middle = (low + high + 1) // 2
+                if self.counter.count_tokens(run[start:middle]) <= size:
+                    low = middle
+                else:
+                    high = middle - 1
+            end = low
+            if end < len(run):  # end at a space when there is one in the window's second half
+                half = start + (end - start) // 2
+                space = max(run.rfind(" ", half, end), run.rfind("\n", half, end))
+                end = space + 1 if space > start else end
+            if run[start:end].strip():
+                windows.append(run[start:end].strip())
+            start = end
+        return windows
+
     def _hard_trim(self, prefix: str, piece: str) -> str:
         """Last resort for unsplittable runs (a huge token-dense line): cut by words."""
         words = piece.split(" ")
@@ -151,6 +196,32 @@ class Chunker:
         ):
             words = words[: max(1, int(len(words) * 0.9))]
         return " ".join(words)
+
+
+def unique_key(base: str, used: set[str]) -> str:
+    """`base`, else `base-1`, `base-2`...: the first not used yet in this document, so chunk
+    ids are unique by construction even when anchors repeat (`s`, `s`, `s-1`)."""
+    key, count = base, 0
+    while key in used:
+        count += 1
+        key = f"{base}-{count}"
+    used.add(key)
+    return key
+
+
+def _segments(text: str) -> list[tuple[str, bool]]:
+    """`text` cut into (segment, dense) in order: a word longer than `_LONG_WORD` or a line
+    longer than `_LONG_LINE` characters is dense; what lies between is ordinary text."""
+    segments: list[tuple[str, bool]] = []
+    position = 0
+    for match in _LONG_RUN.finditer(text):
+        if match.start() > position:
+            segments.append((text[position : match.start()], False))
+        segments.append((match.group(), True))
+        position = match.end()
+    if position < len(text):
+        segments.append((text[position:], False))
+    return segments
 
 
 def _locate(text: str, piece: str, previous_start: int, previous_end: int) -> int:

@@ -48,5 +48,8 @@ class ParsedDocument:
     """ISO date from front matter or metadata, if the document states one."""
     access: list[str] | None = None
     """Access groups stated by the document itself (front matter `access:`)."""
+    access_problem: str | None = None
+    """Why the document's access cannot be trusted (malformed front matter); it is then
+    visible to admins only and the reason is reported."""
     metadata: dict[str, Any] = field(default_factory=dict)
     """Other front-matter keys, kept for filters."""

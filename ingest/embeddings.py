@@ -17,6 +17,8 @@ from typing import Protocol
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
+from footnote.store.types import IndexMismatch
+
 DEFAULT_EMBEDDINGS = "footnote:minilm-l6-v2-int8"
 """The embedded default's model id, as recorded in index manifests."""
 
@@ -144,6 +146,20 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     """L2-normalise rows so inner product is cosine similarity."""
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def embeddings_for_index(requested: str, built_with: str) -> IndexEmbeddings:
+    """The model to query an index with. A manifest is a file anyone who can write the index
+    can edit, so the model it names is loaded only when it is the packaged default; any
+    other must be asked for by the caller (`--embeddings`), never picked by a file."""
+    if requested:
+        return load_embeddings(requested)  # the caller then checks it against the manifest
+    if built_with == DEFAULT_EMBEDDINGS:
+        return load_embeddings("")
+    raise IndexMismatch(
+        f"the index was built with embeddings {built_with[:80]!r}: pass them explicitly "
+        "(--embeddings, or the `embeddings` setting) to load that model"
+    )
 
 
 def load_embeddings(spec: str = "") -> IndexEmbeddings:

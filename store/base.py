@@ -22,6 +22,8 @@ STORED: Any = object()
 """Stands for the vector of a chunk the backend already holds and keeps as it is."""
 
 Lookup = Callable[[list[str], bool], list[tuple[Chunk, Any]] | None]
+FileFailure = Callable[[str, str], None]
+"""Called as on_failure(source, reason) for a file a backend could not store."""
 
 
 @dataclass(kw_only=True)
@@ -51,8 +53,13 @@ class IndexWriter(Protocol):
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
+        on_failure: FileFailure | None = None,
     ) -> str:
-        """Make exactly `entries` the live index, atomically; returns the new version."""
+        """Make exactly `entries` the live index, atomically; returns the new version. A
+        source whose chunks the backend refuses is left out and reported to `on_failure`."""
+
+    def writer(self) -> AbstractContextManager[None]:
+        """Held by ingest from reading the live version to publishing: one writer at a time."""
 
 
 S = TypeVar("S")

@@ -28,7 +28,25 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from footnote.store.base import Lookup, PreviousState
+from footnote.store.base import FileFailure, Lookup, PreviousState
+from footnote.store.file_checks import (
+    KEY_ENV,
+    VERSION_NAME,
+    check_bm25_arrays,
+    check_checksums,
+    check_faiss_header,
+    check_manifest_fields,
+    damaged,
+    list_parts,
+    read_chunks,
+    read_current,
+    read_files,
+    read_manifest,
+    signature,
+    verify_signature,
+    version_dir,
+)
+from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
@@ -96,115 +114,107 @@ def _sha256(path: Path) -> str:
 
 
 def current_version(root: Path) -> str | None:
-    try:
-        name = (root / "CURRENT").read_text(encoding="utf-8").strip()
-    except FileNotFoundError:
-        return None
-    return name or None
-
-
-def _manifest_complete(manifest: Any) -> bool:
-    embedding = manifest.get("embedding") if isinstance(manifest, dict) else None
-    return (
-        isinstance(embedding, dict)
-        and isinstance(embedding.get("model"), str)
-        and isinstance(embedding.get("dimension"), int)
-        and isinstance(manifest.get("checksums"), dict)
-    )
+    """The live version's name, checked (see file_checks.read_current); None if no index."""
+    return read_current(root)
 
 
 @dataclass(kw_only=True)
 class Catalogue:
-    """The light part of a version: its manifest and file records, checksums verified."""
+    """The light part of a version: manifest, file records and chunks, all checked; the
+    vectors and the keyword index are not loaded (a no-change ingest never needs them)."""
 
     version: str
     directory: Path
     manifest: dict[str, Any]
     files: dict[str, FileRecord]
+    chunks: list[Chunk]
 
 
 def read_catalogue(
     root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
 ) -> Catalogue:
-    """Open the live version's manifest and file records, checking format, every checksum
-    and (if given) the embedding model; vectors and the keyword index are not loaded."""
+    """Open the live version's manifest, file records and chunks, checking everything it
+    reads first (store/file_checks.py) and (if given) the embedding model.
+
+    A writer prunes old versions; a reader that read CURRENT just before a publish can find
+    its version gone, so a version that fails to load is retried once CURRENT has moved on.
+    """
     root = Path(root)
-    version = current_version(root)
-    if version is None:
-        raise IndexNotFound(
-            f"no index at {root}: build one with `footnote ingest PATH --index {root}`"
-        )
-    vdir = root / "versions" / version
-    manifest_path = vdir / "manifest.json"
-    try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise IndexCorrupt(f"index {root}: unreadable manifest ({exc})") from exc
-    if not isinstance(manifest, dict):
-        raise IndexCorrupt(f"index {root}: the manifest is not a JSON object")
-    if manifest.get("format_version") != FORMAT_VERSION:
-        raise IndexMismatch(
-            f"index {root} has format version {manifest.get('format_version')}, this Footnote "
-            f"reads version {FORMAT_VERSION}: rebuild it with `footnote ingest --rebuild`"
-        )
-    if not _manifest_complete(manifest):
-        raise IndexCorrupt(f"index {root}: the manifest lacks required fields; rebuild the index")
-    check_embeddings(manifest, root, embedding_model, dimension)
-    for name, expected in manifest["checksums"].items():
-        target = vdir / name
-        if not target.is_file() or target.is_symlink() or _sha256(target) != expected:
-            raise IndexCorrupt(
-                f"index {root}: {name} is missing or does not match its checksum; the index "
-                "was modified or damaged. Rebuild it with `footnote ingest --rebuild`"
+    for attempt in range(3):
+        version = read_current(root)
+        if version is None:
+            raise IndexNotFound(
+                f"no index at {root}: build one with `footnote ingest PATH --index {root}`"
             )
-    # Checksums only prove the files match the manifest, which whoever wrote them may have
-    # forged too: anything that does not parse as what we write is reported as damage.
+        try:
+            return _read_catalogue(root, version, embedding_model, dimension)
+        except IndexCorrupt:
+            if attempt == 2 or read_current(root) == version:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _read_catalogue(
+    root: Path, version: str, embedding_model: str | None, dimension: int | None
+) -> Catalogue:
     try:
-        files = {
-            source: FileRecord(**record)
-            for source, record in json.loads((vdir / "files.json").read_text("utf-8")).items()
-        }
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
-        raise IndexCorrupt(
-            f"index {root}: files.json cannot be read ({exc}); the index was modified or "
-            "damaged. Rebuild it with `footnote ingest --rebuild`"
-        ) from exc
-    return Catalogue(version=version, directory=vdir, manifest=manifest, files=files)
+        vdir = version_dir(root, version)
+        parts = list_parts(root, vdir)
+        manifest = read_manifest(root, vdir)
+        if manifest.get("format_version") != FORMAT_VERSION:
+            raise IndexMismatch(
+                f"index {root} has format version {manifest.get('format_version')}, this "
+                f"Footnote reads version {FORMAT_VERSION}: rebuild it with "
+                "`footnote ingest --rebuild`"
+            )
+        size, count = check_manifest_fields(root, manifest)
+        verify_signature(root, manifest)
+        check_embeddings(manifest, root, embedding_model, dimension)
+        check_checksums(root, vdir, manifest, parts)
+        check_faiss_header(root, vdir / "vectors.faiss", size, count)
+        check_bm25_arrays(root, vdir, count)
+        chunks = read_chunks(root, vdir / "chunks.jsonl", count)
+        files = read_files(root, vdir / "files.json", {c.id for c in chunks})
+    except OSError as exc:  # a part vanished or cannot be read
+        raise damaged(root, f"{Path(exc.filename or '?').name} cannot be read") from exc
+    return Catalogue(
+        version=version, directory=vdir, manifest=manifest, files=files, chunks=chunks
+    )
 
 
 def load_index(
     root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
 ) -> Index:
-    """Open the live version, checking format, checksums and (if given) the embedding model."""
+    """Open the live version: the checked catalogue, then its vectors and keyword index."""
+    root = Path(root)
+    for attempt in range(3):
+        catalogue = read_catalogue(root, embedding_model=embedding_model, dimension=dimension)
+        try:
+            return _load_searchable(root, catalogue)
+        except IndexCorrupt:
+            if attempt == 2 or read_current(root) == catalogue.version:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _load_searchable(root: Path, catalogue: Catalogue) -> Index:
     import bm25s
     import faiss
 
-    root = Path(root)
-    catalogue = read_catalogue(root, embedding_model=embedding_model, dimension=dimension)
     vdir = catalogue.directory
-    part = "chunks.jsonl"
+    # The checks above bound what the parsers below get; they still run inside a net.
+    part = "vectors.faiss"
     try:
-        chunks = [
-            Chunk.from_dict(json.loads(line))
-            for line in (vdir / "chunks.jsonl").read_text(encoding="utf-8").splitlines()
-            if line
-        ]
-        part = "vectors.faiss"
         vectors = faiss.read_index(str(vdir / "vectors.faiss"))
         part = "bm25/"
         bm25 = bm25s.BM25.load(str(vdir / "bm25"), load_corpus=False, allow_pickle=False)
     except (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
-        raise IndexCorrupt(
-            f"index {root}: {part} cannot be read ({exc}); the index was modified or "
-            "damaged. Rebuild it with `footnote ingest --rebuild`"
-        ) from exc
-    if vectors.ntotal != len(chunks):
-        raise IndexCorrupt(f"index {root}: {vectors.ntotal} vectors for {len(chunks)} chunks")
+        raise damaged(root, f"{part} cannot be read ({exc})") from exc
     return Index(
         path=root,
         version=catalogue.version,
         manifest=catalogue.manifest,
-        chunks=chunks,
+        chunks=catalogue.chunks,
         files=catalogue.files,
         vectors=vectors,
         bm25=bm25,
@@ -220,12 +230,26 @@ def write_index(
     manifest: dict[str, Any],
 ) -> str:
     """Write a new version beside the live one and publish it; returns the version name."""
+    root = Path(root)
+    with writer_lock(root):
+        return _write_version(root, chunks, vectors, files, manifest)
+
+
+def _write_version(
+    root: Path,
+    chunks: list[Chunk],
+    vectors: np.ndarray,
+    files: dict[str, FileRecord],
+    manifest: dict[str, Any],
+) -> str:
     import faiss
 
-    root = Path(root)
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
-    previous = current_version(root)
+    try:
+        previous = current_version(root)
+    except IndexCorrupt:
+        previous = None  # a damaged pointer is replaced, not kept
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
         with (staging / "chunks.jsonl").open("w", encoding="utf-8") as handle:
@@ -251,6 +275,9 @@ def write_index(
                 if p.is_file()
             },
         }
+        key = os.environ.get(KEY_ENV)
+        if key:
+            manifest["signature"] = signature(manifest, key)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
         for path in staging.rglob("*"):
             if path.is_file():
@@ -259,10 +286,13 @@ def write_index(
             time.strftime("v%Y%m%dT%H%M%S", time.gmtime()) + f"-{os.getpid()}-{staging.name[-6:]}"
         )
         os.rename(staging, versions / version)
-        pointer = root / "CURRENT.tmp"
-        pointer.write_text(version + "\n", encoding="utf-8")
-        _fsync(pointer)
-        os.replace(pointer, root / "CURRENT")
+        pointer = root / f"CURRENT.{os.getpid()}.{staging.name[-6:]}.tmp"
+        try:
+            pointer.write_text(version + "\n", encoding="utf-8")
+            _fsync(pointer)
+            os.replace(pointer, root / "CURRENT")
+        finally:
+            pointer.unlink(missing_ok=True)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -288,14 +318,24 @@ def _fsync(path: Path) -> None:
 
 
 def _prune(versions: Path, *, keep: set[str | None]) -> None:
-    """Drop every version but the live one and the one before it (a reader may have opened
-    it a moment ago); versions orphaned by a killed publish go too."""
+    """Drop versions but the live one and the one before it (a reader may have opened it a
+    moment ago; a reader that loses the race retries with the new CURRENT). Only folders
+    named like versions are touched; staging folders of a killed writer go after an hour.
+    Runs under the writer lock, so no other writer's live or previous version is at risk."""
     for built in versions.iterdir():
-        if built.is_dir() and not built.name.startswith(".staging-") and built.name not in keep:
+        wanted = VERSION_NAME.fullmatch(built.name) and built.name not in keep
+        if wanted and built.is_dir() and not built.is_symlink():
             shutil.rmtree(built, ignore_errors=True)
     for leftover in versions.glob(".staging-*"):
-        if time.time() - leftover.stat().st_mtime > 3600:
+        try:
+            stale = time.time() - leftover.lstat().st_mtime > 3600
+        except OSError:
+            continue
+        if stale and leftover.is_dir() and not leftover.is_symlink():
             shutil.rmtree(leftover, ignore_errors=True)
+    root = versions.parent
+    for pointer in root.glob("CURRENT.*.tmp"):  # left by a writer killed mid-publish
+        pointer.unlink(missing_ok=True)
 
 
 class FilesWriter:
@@ -305,10 +345,13 @@ class FilesWriter:
         self.root = Path(root)
         self.location = str(self.root)
 
+    def writer(self) -> AbstractContextManager[None]:
+        return writer_lock(self.root)
+
     def previous(self) -> PreviousState | None:
-        if current_version(self.root) is None:
-            return None
         try:
+            if current_version(self.root) is None:
+                return None
             catalogue = read_catalogue(self.root)
         except IndexError_:
             return None
@@ -326,7 +369,9 @@ class FilesWriter:
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
+        on_failure: FileFailure | None = None,
     ) -> str:
+        """Files take every chunk the pipeline checked, so `on_failure` is never called."""
         vectors = np.zeros((len(entries), embedding_dimension), dtype=np.float32)
         for i, (_, vec) in enumerate(entries):
             vectors[i] = vec

@@ -21,14 +21,14 @@ import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from footnote.store.base import STORED, PreviousState
+from footnote.store.base import STORED, FileFailure, PreviousState
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
@@ -48,7 +48,7 @@ from footnote.store.types import (
 SCHEMA_VERSION = 1
 TEXT_SEARCH_CONFIG = "english"
 DEFAULT_INDEX_NAME = "footnote"
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,39}")
 EF_SEARCH = 100
 """HNSW candidate list (pgvector's default is 40); raised to 2k for deeper searches."""
 MAX_SCAN_TUPLES = 200_000
@@ -84,7 +84,7 @@ def parse_location(url: str) -> Location:
     query = parse_qsl(parts.query, keep_blank_values=True)
     names = [v for k, v in query if k == "index"]
     name = names[-1] if names else DEFAULT_INDEX_NAME
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # match() would let a trailing newline through
         raise IndexError_(
             f"index name {name!r} in {redact(url)}: use lowercase letters, digits and _, "
             "starting with a letter (at most 40)"
@@ -238,6 +238,11 @@ class PostgresWriter:
         with pool(self.where.conninfo).connection() as conn:
             yield conn
 
+    def writer(self) -> AbstractContextManager[None]:
+        """Nothing to hold here: `publish` serialises writers with a transaction-level
+        advisory lock and rolls back an ingest that lost the race."""
+        return nullcontext()
+
     def previous(self) -> PreviousState | None:
         with self.connection() as conn:
             found = read_manifest(conn, self.where)
@@ -268,6 +273,7 @@ class PostgresWriter:
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
+        on_failure: FileFailure | None = None,
     ) -> str:
         where = self.where
         version = (
@@ -306,7 +312,9 @@ class PostgresWriter:
                             f"index {where.name!r} changed while this ingest ran: run it again"
                         )
                     conn.execute(f"DELETE FROM {where.files}")
-                self._copy_chunks(conn, fresh)
+                lost = self._copy_chunks(conn, fresh, on_failure)
+                files = {s: r for s, r in files.items() if s not in lost}
+                stored = len(entries) - sum(1 for chunk, _ in fresh if chunk.source in lost)
                 with conn.cursor().copy(f"COPY {where.files} (source, record) FROM STDIN") as cp:
                     for source, record in sorted(files.items()):
                         cp.write_row((source, json.dumps(record.__dict__)))
@@ -316,7 +324,7 @@ class PostgresWriter:
                     "backend": "postgresql",
                     "schema_version": SCHEMA_VERSION,
                     "text_search_config": TEXT_SEARCH_CONFIG,
-                    "counts": {"files": len(files), "chunks": len(entries)},
+                    "counts": {"files": len(files), "chunks": stored},
                     "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                 }
                 conn.execute(
@@ -328,29 +336,51 @@ class PostgresWriter:
             conn.execute(f"ANALYZE {where.chunks}")
         return version
 
-    def _copy_chunks(self, conn: Any, fresh: list[tuple[Chunk, Any]]) -> None:
+    def _copy_chunks(
+        self, conn: Any, fresh: list[tuple[Chunk, Any]], on_failure: FileFailure | None
+    ) -> set[str]:
+        """COPY the new chunks one source file at a time, each under a savepoint: a file the
+        database refuses is rolled back alone and reported, the ingest goes on. Returns the
+        sources that were not stored."""
         columns = (
             "chunk_id, source, section, position, chunk_date, metadata, access, doc, body, "
             "terms, embedding"
         )
-        with conn.cursor().copy(f"COPY {self.where.chunks} ({columns}) FROM STDIN") as cp:
-            for chunk, vector in fresh:
-                body = embedding_text(chunk)
-                cp.write_row(
-                    (
-                        chunk.id,
-                        chunk.source,
-                        chunk.section,
-                        chunk_position(chunk.id),
-                        parse_date(chunk.date),
-                        json.dumps(chunk.metadata),
-                        access_groups(chunk.access),
-                        json.dumps(chunk.to_dict(), ensure_ascii=False),
-                        body,
-                        sorted(set(keyword_tokens(body))),
-                        vector_literal(np.asarray(vector)),
-                    )
-                )
+        by_source: dict[str, list[tuple[Chunk, Any]]] = {}
+        for chunk, vector in fresh:
+            by_source.setdefault(chunk.source, []).append((chunk, vector))
+        lost: set[str] = set()
+        for source, rows in by_source.items():
+            try:
+                with (
+                    conn.transaction(),
+                    conn.cursor().copy(f"COPY {self.where.chunks} ({columns}) FROM STDIN") as cp,
+                ):
+                    for chunk, vector in rows:
+                        cp.write_row(_chunk_row(chunk, vector))
+            except Exception as exc:  # psycopg.Error, or a value the driver cannot send
+                lost.add(source)
+                if on_failure is not None:
+                    reason = (str(exc).strip().split("\n")[0] or type(exc).__name__)[:200]
+                    on_failure(source, f"could not be stored: {reason}")
+        return lost
+
+
+def _chunk_row(chunk: Chunk, vector: Any) -> tuple[Any, ...]:
+    body = embedding_text(chunk)
+    return (
+        chunk.id,
+        chunk.source,
+        chunk.section,
+        chunk_position(chunk.id),
+        parse_date(chunk.date),
+        json.dumps(chunk.metadata),
+        access_groups(chunk.access),
+        json.dumps(chunk.to_dict(), ensure_ascii=False),
+        body,
+        sorted(set(keyword_tokens(body))),
+        vector_literal(np.asarray(vector)),
+    )
 
 
 def drop_index(url: str) -> None:

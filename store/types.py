@@ -56,6 +56,8 @@ class FileRecord:
     chunk_ids: list[str]
     size: int
     mtime: float
+    restricted: str | None = None
+    """Why the file's access could not be read (it is visible to admins only), if so."""
 
 
 @dataclass(kw_only=True)

@@ -339,7 +339,7 @@ elif gate == "publish":
     real_fsync = store._fsync
 
     def fsync(path):
-        if path.name == "CURRENT.tmp":
+        if path.name.startswith("CURRENT.") and path.name.endswith(".tmp"):  # this writer's
             hold()
         real_fsync(path)
 
@@ -374,7 +374,7 @@ def test_killed_ingest_leaves_the_old_version_live(
         return any(p.name.startswith(".staging-") for p in versions.iterdir())
 
     def renamed() -> bool:
-        return (index / "CURRENT.tmp").exists()
+        return any(index.glob("CURRENT.*.tmp"))  # each writer's pointer has its own name
 
     proc = subprocess.Popen(
         [sys.executable, "-c", KILLED_INGEST, str(many_notes), str(index), gate],

@@ -21,7 +21,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
-from footnote.ingest.embeddings import IndexEmbeddings, load_embeddings
+from footnote.ingest.embeddings import IndexEmbeddings, embeddings_for_index
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens
@@ -47,7 +47,7 @@ class Retriever(Generic[S]):
         """Open the live version and its embedding model, refusing a model the index was
         not built with."""
         reader = open_reader(location)
-        model = load_embeddings(embeddings or str(reader.manifest["embedding"]["model"]))
+        model = embeddings_for_index(embeddings, str(reader.manifest["embedding"]["model"]))
         check_embeddings(reader.manifest, reader.location, model.model_id, model.dimension)
         return Retriever(reader, model)
 

@@ -1,0 +1,342 @@
+"""Markdown with front matter: sections at ATX headings, GitHub-style anchors, line ranges."""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+import tomllib
+import unicodedata
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.ingest.parsers.common import (
+    decode_text,
+    iso_date,
+    scalar_text,
+    split_lines,
+    trim_range,
+)
+
+SUFFIXES = frozenset({".md", ".markdown"})
+
+_FENCE_OPEN = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_ATX_HEADING = re.compile(r"^ {0,3}(#{1,6})(?=[ \t]|$)(.*)$")
+_ATX_CLOSING = re.compile(r"(?:^|[ \t]+)#+[ \t]*$")
+_MD_IMAGE_OR_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_MD_EMPHASIS = re.compile(r"(\*\*|__)(.+?)\1")
+_FENCES = {"---": ("---", "..."), "+++": ("+++",)}
+_KEY_LINE = re.compile(r"""^\s*(?:-\s+)?["']?[^\s:"'#\[\]{}-][^:"'\[\]{}]*["']?\s*[:=]""")
+_YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
+_GROUP_NAME = re.compile(r"[^\s\[\]{}:,\"'][^\[\]{}:,\"']*")
+_UNCLOSED_LOOKAHEAD = 50
+_FRONT_MATTER_MAX_CHARS = 65_536
+_FRONT_MATTER_MAX_DEPTH = 32
+_METADATA_NODE_BUDGET = 10_000
+
+
+@dataclass
+class _MdHeading:
+    level: int
+    text: str
+
+
+def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
+    lines = split_lines(decode_text(data))
+    front = _front_matter(lines)
+    fields, body_start = dict(front.fields), front.body_start
+
+    sections: list[Section] = []
+    stack: list[_MdHeading] = []
+    slugs: set[str] = set()
+    first_h1: str | None = None
+    anchor: str | None = None
+    block_start = body_start
+    fence: tuple[str, int] | None = None
+
+    def close(end: int) -> None:
+        span = trim_range(lines, block_start, end)
+        if span is None:
+            return
+        start, stop = span
+        sections.append(
+            Section(
+                text="\n".join(lines[start:stop]),
+                headings=[h.text for h in stack],
+                anchor=anchor,
+                line_start=start + 1,
+                line_end=stop,
+            )
+        )
+
+    for index in range(body_start, len(lines)):
+        line = lines[index]
+        if fence is not None:
+            if _closes_fence(line, fence):
+                fence = None
+            continue
+        opened = _FENCE_OPEN.match(line)
+        if opened and not (opened.group(1)[0] == "`" and "`" in opened.group(2)):
+            fence = (opened.group(1)[0], len(opened.group(1)))
+            continue
+        heading = _ATX_HEADING.match(line)
+        if heading is None:
+            continue
+        close(index)
+        level = len(heading.group(1))
+        text = _plain_heading(_ATX_CLOSING.sub("", heading.group(2).strip()))
+        while stack and stack[-1].level >= level:
+            stack.pop()
+        stack.append(_MdHeading(level, text))
+        anchor = _unique_slug(text, slugs)
+        if level == 1 and first_h1 is None and text:
+            first_h1 = text
+        block_start = index + 1
+    close(len(lines))
+
+    title = scalar_text(fields.pop("title", None)) or first_h1 or path.stem
+    date = iso_date(fields.get("date"))
+    if date is not None:
+        del fields["date"]  # an unparseable date stays in metadata, as written
+    access: list[str] | None = None
+    if front.problem is not None:
+        access = []  # nobody but an admin: unclear access must never widen to the default
+        fields.pop("access", None)
+    elif "access" in fields:
+        access = _access_list(fields.pop("access"))
+    budget = [_METADATA_NODE_BUDGET]
+    return ParsedDocument(
+        source=source,
+        title=title,
+        sections=sections,
+        date=date,
+        access=access,
+        access_problem=front.problem,
+        metadata={str(key): _jsonable(value, budget) for key, value in fields.items()},
+    )
+
+
+def _closes_fence(line: str, fence: tuple[str, int]) -> bool:
+    char, length = fence
+    stripped = line.strip()
+    indent = len(line) - len(line.lstrip(" "))
+    return indent <= 3 and len(stripped) >= length and stripped == char * len(stripped)
+
+
+def _plain_heading(text: str) -> str:
+    """Heading text as rendered: link text without URLs, no code or bold markers."""
+    text = _MD_IMAGE_OR_LINK.sub(r"\1", text)
+    text = _MD_EMPHASIS.sub(r"\2", text)
+    return " ".join(text.replace("`", "").split())
+
+
+def _slugify(text: str) -> str:
+    """GitHub-style anchor: lower case, punctuation dropped, spaces to hyphens."""
+    text = unicodedata.normalize("NFKC", text).lower()
+    text = "".join(ch for ch in text if ch.isalnum() or ch in " -_")
+    return text.replace(" ", "-")
+
+
+def _unique_slug(text: str, seen: set[str]) -> str:
+    """Repeat headings get `-1`, `-2`... as GitHub does; a suffix already taken (a heading
+    that reads `Setup 1`) moves on to the next, so anchors stay unique."""
+    base = slug = _slugify(text)
+    count = 0
+    while slug in seen:
+        count += 1
+        slug = f"{base}-{count}"
+    seen.add(slug)
+    return slug
+
+
+@dataclass
+class _FrontMatter:
+    """What the front matter says, where the body starts, and why access cannot be trusted."""
+
+    fields: dict[str, Any]
+    body_start: int
+    problem: str | None = None
+
+
+def _front_matter(lines: list[str]) -> _FrontMatter:
+    """Read YAML (`---`) or TOML (`+++`) front matter; fail closed on anything unclear.
+
+    Front matter that opens but cannot be read cleanly — never closed, not valid YAML or
+    TOML, not a mapping, a duplicated key, `Access:` spelled in another case, front matter
+    that does not start on the first line — yields a `problem`: the document is then
+    visible to admins only, and the reason is reported. A block with no `key:` line at all
+    is a horizontal rule, not front matter, and stays body text.
+    """
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return _FrontMatter({}, 0)
+    opener = lines[first].strip()
+    fence = opener[:3]
+    if fence not in _FENCES:
+        return _FrontMatter({}, 0)
+    end = next(
+        (i for i in range(first + 1, len(lines)) if lines[i].strip() in _FENCES[fence]), None
+    )
+    if end is None:
+        head = lines[first + 1 : first + 1 + _UNCLOSED_LOOKAHEAD]
+        if any(_KEY_LINE.match(line) for line in head):
+            return _FrontMatter({}, first + 1, f"front matter opened with {fence} is never closed")
+        return _FrontMatter({}, 0)
+    block = lines[first + 1 : end]
+    if not any(_KEY_LINE.match(line) for line in block):
+        return _FrontMatter({}, 0)  # `---`, prose, `---`: rules around a paragraph
+    if first != 0 or lines[first].rstrip() != fence:
+        return _FrontMatter(
+            {}, end + 1, f"front matter must open on the first line with exactly {fence}"
+        )
+    raw = "\n".join(block)
+    if _YAML_ONLY_BREAKS.search(raw):  # YAML would see other lines than we do
+        return _FrontMatter({}, end + 1, "front matter holds Unicode line separators")
+    if len(raw) > _FRONT_MATTER_MAX_CHARS or _flow_depth(raw) > _FRONT_MATTER_MAX_DEPTH:
+        # PyYAML takes quadratic time on deep flow nesting (`[[[[...`): refuse it unread
+        return _FrontMatter({}, end + 1, "front matter too large or nested too deeply")
+    try:
+        fields = _load_toml(raw) if fence == "+++" else _load_yaml(raw)
+    except _Unreadable as exc:
+        return _FrontMatter({}, end + 1, str(exc))
+    return _FrontMatter(fields, end + 1, _access_problem(fields))
+
+
+def _flow_depth(raw: str) -> int:
+    """Deepest `[`/`{` nesting, ignoring quotes: an upper bound is all the check needs."""
+    depth = deepest = 0
+    for char in raw:
+        if char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth = max(0, depth - 1)
+    return deepest
+
+
+class _Unreadable(Exception):
+    """Front matter that cannot be read cleanly; the message is the reason."""
+
+
+def _load_toml(raw: str) -> dict[str, Any]:
+    try:
+        return tomllib.loads(raw)
+    except (tomllib.TOMLDecodeError, RecursionError, ValueError) as exc:
+        raise _Unreadable(f"front matter is not valid TOML ({exc})") from exc
+
+
+def _load_yaml(raw: str) -> dict[str, Any]:
+    """YAML when it parses as a mapping; else the simple `key: value` reading.
+
+    The fallback matters because hand-written front matter often breaks YAML
+    (`title: Keys: how to rotate`) yet is perfectly clear to a human: every line is
+    one top-level key, a colon and a value. Anything less clear is unreadable.
+    """
+    try:
+        loaded = yaml.load(raw, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
+    except _Unreadable:
+        raise
+    except (yaml.YAMLError, RecursionError, ValueError, TypeError) as exc:
+        simple = _simple_front_matter(raw)
+        if simple is None:
+            reason = " ".join(str(exc).split())[:160]
+            raise _Unreadable(f"front matter is not valid YAML ({reason})") from exc
+        return simple
+    if not isinstance(loaded, dict):
+        raise _Unreadable("front matter is not a mapping of keys to values")
+    return loaded
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate keys (YAML forbids them; PyYAML keeps the last)."""
+
+    def construct_mapping(self, node: Any, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                duplicate = key in seen
+                seen.add(key)
+            except TypeError:  # an unhashable key (a list); SafeLoader reports it
+                continue
+            if duplicate:
+                raise _Unreadable(f"front matter has a duplicate key {str(key)[:40]!r}")
+        return super().construct_mapping(node, deep=deep)
+
+
+def _simple_front_matter(raw: str) -> dict[str, Any] | None:
+    result: dict[str, Any] = {}
+    for line in raw.split("\n"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        key, sep, value = line.partition(":")
+        if not sep or not key.strip() or key != key.lstrip():
+            return None
+        key = key.strip()
+        if key in result:
+            raise _Unreadable(f"front matter has a duplicate key {key[:40]!r}")
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            result[key] = [_unquote(v) for v in value[1:-1].split(",") if v.strip()]
+        else:
+            result[key] = _unquote(value)
+    return result
+
+
+def _unquote(value: str) -> str:
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _access_problem(fields: dict[str, Any]) -> str | None:
+    """Why `access` cannot be trusted, or None when it is absent or a clean list of groups."""
+    for key in fields:
+        if str(key).strip().lower() == "access" and key != "access":
+            return f"the access key is written {str(key)!r}; write it `access`"
+    if "access" not in fields:
+        return None
+    value = fields["access"]
+    if isinstance(value, str):
+        value = value.split(",")
+    if not isinstance(value, list) or not value:
+        return "access must be a non-empty list of group names, e.g. `access: [hr]`"
+    for item in value:
+        if not isinstance(item, str) or not _GROUP_NAME.fullmatch(item.strip()):
+            return f"access lists {str(item)[:40]!r}, which is not a group name"
+    return None
+
+
+def _access_list(value: Any) -> list[str]:
+    """Groups named by a clean `access:` (checked by `_access_problem` first)."""
+    items = value.split(",") if isinstance(value, str) else value
+    groups: list[str] = []
+    for item in items:
+        name = item.strip()
+        if name not in groups:
+            groups.append(name)
+    return groups
+
+
+def _jsonable(value: Any, budget: list[int]) -> Any:
+    """Metadata must survive JSON (the index stores it): dates become ISO strings.
+
+    `budget` caps the nodes visited, since YAML aliases can make a few lines of
+    front matter expand exponentially (or refer to themselves).
+    """
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ParseError("front matter too complex")
+    if isinstance(value, dt.datetime | dt.date | dt.time):
+        return value.isoformat()
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v, budget) for k, v in value.items()}
+    if isinstance(value, list | tuple | set):
+        return [_jsonable(v, budget) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    return str(value)
