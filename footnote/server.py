@@ -3,6 +3,7 @@ used by `footnote serve` and by the integration tests."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -56,8 +57,9 @@ def server_environment(
 
 GRAPH = "footnote.graph.graph:graph"
 """The served graph, named by module: the same config serves from a checkout or a wheel."""
-CHECKPOINTER = "footnote.checkpoint:server_checkpointer"
-"""The PostgreSQL saver, loaded by the server when threads are kept in PostgreSQL."""
+CHECKPOINTER_MODULE = "footnote.checkpoint"
+"""Home of the PostgreSQL saver. The server's checkpointer loader takes a file path, not a
+dotted module, so the config names the installed module's file."""
 
 
 def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Path:
@@ -74,7 +76,9 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
     }
     if postgres_checkpoints:
         # The saver reads its database from $FOOTNOTE_CHECKPOINT_URL.
-        data["checkpointer"] = {"path": CHECKPOINTER}
+        spec = importlib.util.find_spec(CHECKPOINTER_MODULE)
+        assert spec is not None and spec.origin is not None
+        data["checkpointer"] = {"path": f"{spec.origin}:server_checkpointer"}
     target = directory / "langgraph.json"
     target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return target
