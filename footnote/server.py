@@ -62,23 +62,43 @@ CHECKPOINTER_MODULE = "footnote.checkpoint"
 dotted module, so the config names the installed module's file."""
 
 
+CORS = {
+    "allow_origins": [],
+    "allow_methods": ["GET", "POST", "PATCH", "PUT", "DELETE"],
+    "allow_headers": ["authorization", "x-api-key", "content-type"],
+    "allow_credentials": False,
+}
+"""No other origin may call the API from a browser; operators widen it with CORS_CONFIG."""
+
+
+def _installed_file(module: str) -> str:
+    """The file of an installed module: the server's auth and checkpointer loaders take file
+    paths, not dotted names, and this works from a checkout and from a wheel alike."""
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin is not None
+    return spec.origin
+
+
 def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Path:
     """Write the langgraph.json to serve into `directory` and return its path.
 
-    It names the graph (and the checkpointer) by module rather than by file, so it needs no
-    source tree: `footnote serve` works the same from an installed wheel. The repository's own
-    langgraph.json names files, for `langgraph dev` run in a checkout.
+    It names the graph by module and the auth handler (and the checkpointer) by installed
+    file, so it needs no source tree: `footnote serve` works the same from an installed wheel.
+    The repository's own langgraph.json says the same with relative paths, for `langgraph dev`
+    run in a checkout.
     """
     data: dict[str, Any] = {
         "dependencies": ["."],
         "graphs": {"footnote": GRAPH},
+        "auth": {"path": f"{_installed_file('footnote.auth')}:auth", "disable_studio_auth": True},
+        "http": {"cors": CORS},
         "python_version": "3.11",
     }
     if postgres_checkpoints:
         # The saver reads its database from $FOOTNOTE_CHECKPOINT_URL.
-        spec = importlib.util.find_spec(CHECKPOINTER_MODULE)
-        assert spec is not None and spec.origin is not None
-        data["checkpointer"] = {"path": f"{spec.origin}:server_checkpointer"}
+        data["checkpointer"] = {
+            "path": f"{_installed_file(CHECKPOINTER_MODULE)}:server_checkpointer"
+        }
     target = directory / "langgraph.json"
     target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return target
@@ -186,10 +206,14 @@ def running_server(
     config: Path | None = None,
     timeout_s: float = 180.0,
 ) -> Iterator[RunningServer]:
-    """`langgraph dev` on a free loopback port, started as `footnote serve` starts it, from the
-    repository root (the CLI resolves langgraph.json's paths against its working directory);
-    stopped by PID on exit. `extra_env` adds settings such as FOOTNOTE_API_KEYS."""
+    """`langgraph dev` on a free loopback port, started as `footnote serve` starts it (with the
+    config it writes, run in that config's folder unless `config` says otherwise); stopped by
+    PID on exit. `extra_env` adds settings such as FOOTNOTE_API_KEYS."""
     port = free_port()
+    if config is None:
+        workdir = log.parent / f"server-{port}"
+        workdir.mkdir(parents=True, exist_ok=True)
+        config = server_config(directory=workdir)
     env = server_environment(index_dir=index_dir)
     for name in CREDENTIAL_SETTINGS:
         env.pop(name, None)
@@ -198,7 +222,7 @@ def running_server(
         process = subprocess.Popen(
             server_command(host=LOOPBACK, port=port, config=config),
             env=env,
-            cwd=PROJECT_ROOT,
+            cwd=config.parent,
             stdout=sink,
             stderr=subprocess.STDOUT,
         )
