@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
+import subprocess
 import sys
+import threading
+import time
+import urllib.request
 from pathlib import Path
 
 from footnote.checkpoint import CHECKPOINT_URL_ENV
@@ -73,3 +78,37 @@ def server_command(*, host: str, port: int, config: Path | None = None) -> list[
         "--config",
         str(config or PROJECT_ROOT / "langgraph.json"),
     ]
+
+
+def available_port(host: str, wanted: int) -> int:
+    """`wanted` if nothing listens there, else a free port the OS picks.
+
+    `langgraph dev` moves to a random port by itself when its port is taken, and says so only
+    in its log; choosing the port here means the URL we print is the one it listens on.
+    """
+    for port in (wanted, 0):
+        with socket.socket() as sock:
+            # As the server will bind it: a port in TIME_WAIT counts as free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError(f"no free port on {host}")
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Poll GET /ok until the server answers; False if it exits or stays silent."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with direct.open(f"{url}/ok", timeout=1.0) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        pause.wait(0.2)
+    return False
