@@ -41,9 +41,9 @@ def served(handbook_index: Path) -> Iterator[tuple[int, list[str]]]:
             printed: list[str] = []
             for line in process.stdout:
                 printed.append(line.strip())
-                if line.startswith("Chat page:") or len(printed) > STARTUP_LINES:
+                if line.startswith("Studio:") or len(printed) > STARTUP_LINES:
                     break
-            assert any(line.startswith("Chat page:") for line in printed), printed
+            assert any(line.startswith("Studio:") for line in printed), printed
             yield port, printed
         finally:
             process.send_signal(signal.SIGTERM)
