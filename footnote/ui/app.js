@@ -304,8 +304,8 @@ async function openThread(id) {
     });
   } catch (err) {
     history = null;
-    if (err instanceof ApiError && err.status === 404) {
-      showAlert(describeError(err));
+    if (err instanceof ApiError && (err.status === 404 || err.status === 403)) {
+      showAlert(describeError(new ApiError(404, err.detail)));
       history = [];
     } else {
       throw err;
