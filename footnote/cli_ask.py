@@ -128,7 +128,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import tempfile
     from pathlib import Path
 
-    from footnote.server import server_command, server_config, server_environment
+    from footnote.server import (
+        available_port,
+        server_command,
+        server_config,
+        server_environment,
+        wait_until_serving,
+    )
 
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
@@ -142,23 +148,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
     env = server_environment(
         index_dir=args.index, tracing=args.tracing, checkpoint_url=args.checkpoint_url
     )
-    url = f"http://{args.host}:{args.port}"
-    print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
-    print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
-    if args.checkpoint_url:
-        print("Threads are kept in PostgreSQL.")
+    port = available_port(args.host, args.port)
+    if args.port and port != args.port:
+        print(f"Port {args.port} is in use on {args.host}; serving on port {port} instead.")
+    url = f"http://{args.host}:{port}"
+    # A stop request for `footnote serve` stops the server too, not only this wrapper.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with tempfile.TemporaryDirectory() as scratch:
         config = server_config(
             directory=Path(scratch), postgres_checkpoints=bool(args.checkpoint_url)
         )
-        command = server_command(host=args.host, port=args.port, config=config)
-        with subprocess.Popen(command, env=env, cwd=scratch) as server:
-            # Stopping `footnote serve` stops the server it started.
-            signal.signal(signal.SIGTERM, lambda signum, frame: server.terminate())
-            try:
-                return server.wait()
-            except KeyboardInterrupt:  # Ctrl-C reached the server too; let it finish
-                return server.wait()
+        command = server_command(host=args.host, port=port, config=config)
+        # The server keeps its state (.langgraph_api/) beside the config it was given.
+        process = subprocess.Popen(command, env=env, cwd=scratch)
+        try:
+            if wait_until_serving(url, process, timeout_s=args.startup_timeout):
+                print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
+                print(f"Chat page: {url}/ui")
+                print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
+                if args.checkpoint_url:
+                    print("Threads are kept in PostgreSQL.")
+                sys.stdout.flush()
+            elif process.poll() is None:
+                print(
+                    f"footnote: the server did not answer on {url} within "
+                    f"{args.startup_timeout:.0f} s",
+                    file=sys.stderr,
+                )
+            return process.wait()
+        except KeyboardInterrupt:
+            return 130
+        finally:
+            if process.poll() is None:
+                process.terminate()
+                try:
+                    process.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    process.kill()
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
@@ -218,14 +244,26 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
 
     p = sub.add_parser(
         "serve",
-        help="run the LangGraph server (API + Studio) for the answer graph",
+        help="run the LangGraph server (API, chat page at /ui, Studio) for the answer graph",
         description="Start `langgraph dev` for this project, quiet and offline by default.",
     )
     p.add_argument(
         "--index", default=default_index(), help="index directory (default: %(default)s)"
     )
     p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=2024)
+    p.add_argument(
+        "--port",
+        type=int,
+        default=2024,
+        help="port to listen on; when it is taken, a free one is used and printed",
+    )
+    p.add_argument(
+        "--startup-timeout",
+        type=float,
+        default=120.0,
+        metavar="SECONDS",
+        help="how long to wait for the server to answer before saying so",
+    )
     p.add_argument(
         "--checkpoint-url",
         default=os.environ.get("FOOTNOTE_CHECKPOINT_URL", ""),

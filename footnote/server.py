@@ -13,6 +13,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
         "dependencies": ["."],
         "graphs": {"footnote": GRAPH},
         "auth": {"path": f"{_installed_file('footnote.auth')}:auth", "disable_studio_auth": True},
-        "http": {"cors": CORS},
+        "http": {"app": f"{_installed_file('footnote.webapp')}:app", "cors": CORS},
         "python_version": "3.11",
     }
     if postgres_checkpoints:
@@ -232,3 +233,37 @@ def running_server(
         yield server
     finally:
         stop_server(process)
+
+
+def available_port(host: str, wanted: int) -> int:
+    """`wanted` if nothing listens there, else a free port the OS picks.
+
+    `langgraph dev` moves to a random port by itself when its port is taken, and says so only
+    in its log; choosing the port here means the URL we print is the one it listens on.
+    """
+    for port in (wanted, 0):
+        with socket.socket() as sock:
+            # As the server will bind it: a port in TIME_WAIT counts as free.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                sock.bind((host, port))
+            except OSError:
+                continue
+            return int(sock.getsockname()[1])
+    raise OSError(f"no free port on {host}")
+
+
+def wait_until_serving(url: str, process: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Poll GET /ok until the server answers; False if it exits or stays silent."""
+    direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+    pause = threading.Event()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            with direct.open(f"{url}/ok", timeout=1.0) as response:
+                if response.status == 200:
+                    return True
+        except OSError:
+            pass
+        pause.wait(0.2)
+    return False

@@ -61,10 +61,12 @@ def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], 
 
 
 def citation_entries(numbers: Sequence[int], documents: Sequence[Document]) -> list[dict[str, Any]]:
-    """What a caller needs to show and check each cited source."""
+    """What a caller needs to show and check each cited source, including the passage itself:
+    a reader checks a claim against the text it cites without a second request."""
     entries = []
     for n in numbers:
-        meta = documents[n - 1].metadata
+        doc = documents[n - 1]
+        meta = doc.metadata
         entry: dict[str, Any] = {
             "n": n,
             "chunk_id": meta.get("chunk_id"),
@@ -73,6 +75,7 @@ def citation_entries(numbers: Sequence[int], documents: Sequence[Document]) -> l
             "section": meta.get("section"),
             "url": meta.get("url"),
             "kind": meta.get("kind", "document"),
+            "text": doc.page_content,
         }
         if meta.get("page") is not None:
             entry["page"] = meta["page"]

@@ -39,6 +39,7 @@ def test_entries_name_the_cited_chunks() -> None:
             "section": None,
             "url": None,
             "kind": "document",
+            "text": "text 1",
         }
     ]
 

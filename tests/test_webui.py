@@ -1,0 +1,367 @@
+"""The chat page at /ui, driven in a real headless Chromium against `langgraph dev`.
+
+The browser is Debian's `chromium` with `chromium-driver`, driven by selenium. Without them
+these tests fail in CI (CI=true) and skip elsewhere, naming the packages to install
+(`./dev test` installs them where it can). Screenshots of each state are saved under
+$FOOTNOTE_TEST_ARTIFACTS (default: test-artifacts/ in the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from footnote.server import (
+    server_command,
+    server_config,
+    server_environment,
+    wait_until_serving,
+)
+from tests.conftest import REPO
+from tests.test_server import HOST, free_port, stop
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+WORKED_EXAMPLE = "How often do I have to change my API key?"
+NOT_COVERED_QUESTION = "What is the parental leave policy?"
+WAIT_S = 120.0
+STARTUP_TIMEOUT_S = 240.0
+"""Generous: CI machines are shared, and a loaded one starts the server slowly."""
+ARTIFACTS = Path(os.environ.get("FOOTNOTE_TEST_ARTIFACTS") or REPO / "test-artifacts")
+BROWSER_PACKAGES = "chromium chromium-driver"
+
+
+def browser_binaries() -> tuple[str, str] | None:
+    """Paths of a Chromium and its driver, or None."""
+    browser = next(
+        (found for name in ("chromium", "chromium-browser") if (found := shutil.which(name))),
+        None,
+    )
+    driver = shutil.which("chromedriver")
+    return (browser, driver) if browser and driver else None
+
+
+def require_browser() -> tuple[str, str]:
+    """The browser, or fail in CI / skip elsewhere with the packages to install."""
+    found = browser_binaries()
+    missing = []
+    try:
+        import selenium  # noqa: F401
+    except ImportError:
+        missing.append("the selenium package (pip install -e '.[dev]')")
+    if found is None:
+        missing.append(f"the Debian packages {BROWSER_PACKAGES} (apt-get install -y ...)")
+    if missing:
+        message = "browser tests need " + " and ".join(missing)
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    assert found is not None
+    return found
+
+
+def start_server(
+    index: Path | str, workdir: Path, extra_env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """`langgraph dev` as `footnote serve` runs it, on a free loopback port, in `workdir`."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    log = workdir / "langgraph-dev.log"
+    env = {**server_environment(index_dir=str(index)), **(extra_env or {})}
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            server_command(host=HOST, port=port, config=server_config(directory=workdir)),
+            env=env,
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+    if not wait_until_serving(url, process, timeout_s=STARTUP_TIMEOUT_S):
+        stop(process)
+        text = log.read_text(errors="replace")
+        pytest.fail(f"langgraph dev did not serve {url}:\n{text[-4000:]}", pytrace=False)
+    return process, url
+
+
+@pytest.fixture(scope="module")
+def browser_paths() -> tuple[str, str]:
+    return require_browser()
+
+
+@pytest.fixture(scope="module")
+def server_url(
+    browser_paths: tuple[str, str], handbook_index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[str]:
+    """A server without authentication: the page works anonymously."""
+    process, url = start_server(handbook_index, tmp_path_factory.mktemp("webui"))
+    try:
+        yield url
+    finally:
+        stop(process)
+
+
+class Page:
+    """A Chromium tab on the chat page, with the waits and reads the tests share."""
+
+    def __init__(self, driver: Any, base_url: str) -> None:
+        from selenium.webdriver.support.ui import WebDriverWait
+
+        self.driver = driver
+        self.base_url = base_url
+        self.wait = WebDriverWait(driver, WAIT_S)
+
+    def open(self, fragment: str = "") -> None:
+        self.driver.get(f"{self.base_url}/ui{fragment}")
+
+    def find(self, css: str) -> Any:
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_element(By.CSS_SELECTOR, css)
+
+    def find_all(self, css: str) -> list[Any]:
+        from selenium.webdriver.common.by import By
+
+        return self.driver.find_elements(By.CSS_SELECTOR, css)
+
+    def until(self, condition: Callable[[], Any], message: str) -> Any:
+        return self.wait.until(lambda _driver: condition(), message)
+
+    def visible(self, css: str) -> Any:
+        from selenium.webdriver.common.by import By
+        from selenium.webdriver.support import expected_conditions as ec
+
+        return self.wait.until(ec.visibility_of_element_located((By.CSS_SELECTOR, css)), css)
+
+    def ready(self) -> None:
+        """The conversation view is shown (signed in, or anonymous)."""
+        self.visible("#question")
+
+    def ask(self, question: str) -> Any:
+        """Type the question and press Enter, as a keyboard user would; return the answer
+        turn once it is finished."""
+        from selenium.webdriver.common.keys import Keys
+
+        before = len(self.find_all(".turn.answer"))
+        box = self.find("#question")
+        box.click()
+        box.send_keys(question)
+        box.send_keys(Keys.ENTER)
+        self.until(lambda: len(self.find_all(".turn.answer")) > before, "no answer turn")
+        turn = self.find_all(".turn.answer")[before]
+        self.until(
+            lambda: turn.get_attribute("aria-busy") is None and self.find("#send").is_enabled(),
+            f"the answer to {question!r} did not finish",
+        )
+        return turn
+
+    def alert(self) -> str:
+        return self.visible("#alert").text
+
+    def screenshot(self, name: str) -> Path:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        path = ARTIFACTS / f"{name}.png"
+        self.driver.save_screenshot(str(path))
+        return path
+
+
+@pytest.fixture
+def page(browser_paths: tuple[str, str], server_url: str) -> Iterator[Page]:
+    with chromium(browser_paths) as driver:
+        yield Page(driver, server_url)
+
+
+class chromium:  # noqa: N801 - used as a context manager, like open()
+    """A fresh headless Chromium (its own session storage), quit on exit."""
+
+    def __init__(self, paths: tuple[str, str]) -> None:
+        self.paths = paths
+
+    def __enter__(self) -> Any:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+
+        options = webdriver.ChromeOptions()
+        options.binary_location = self.paths[0]
+        for argument in (
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-dev-shm-usage",
+            "--disable-gpu",
+            "--no-first-run",
+            "--disable-extensions",
+            "--window-size=1280,900",
+        ):
+            options.add_argument(argument)
+        self.driver = webdriver.Chrome(service=Service(self.paths[1]), options=options)
+        return self.driver
+
+    def __exit__(self, *exc: object) -> None:
+        self.driver.quit()
+
+
+RECORD_STREAMING = """
+window.__streamed = [];
+new MutationObserver(() => {
+  for (const node of document.querySelectorAll('.answer-text.streaming')) {
+    window.__streamed.push(node.textContent);
+  }
+}).observe(document.body, {subtree: true, childList: true, characterData: true});
+"""
+
+
+def test_worked_example_streams_cites_and_shows_the_passage(page: Page) -> None:
+    from selenium.webdriver.common.keys import Keys
+
+    page.open()
+    page.ready()
+    assert "Anonymous" in page.find("#who-text").text
+    page.driver.execute_script(RECORD_STREAMING)
+
+    turn = page.ask(WORKED_EXAMPLE)
+
+    progress = [step.text for step in turn.find_elements("css selector", ".progress li")]
+    assert progress[0].startswith("Searching for"), progress
+    assert any(step.startswith("Retrieved ") for step in progress), progress
+    assert any(step.startswith("Graded: ") and " of " in step for step in progress), progress
+    streamed = page.driver.execute_script("return window.__streamed")
+    assert any("90 days" in text for text in streamed), "the answer never showed while streaming"
+    answer = turn.find_element("css selector", ".answer-text").text
+    assert "90 days" in answer
+    assert "not-covered" not in turn.get_attribute("class")
+    links = turn.find_elements("css selector", "a.cite")
+    assert links, answer
+
+    links[0].send_keys(Keys.ENTER)  # keyboard: a citation is a link
+
+    source = page.visible(".source.active")
+    heading = source.find_element("css selector", "h3").text
+    where = source.find_element("css selector", ".where").text
+    passage = source.find_element("css selector", ".passage")
+    assert heading.endswith("keys.md"), heading
+    assert "§ API keys > Rotation" in where, where
+    assert "lines " in where and "–" in where, where
+    assert passage.is_displayed()
+    assert "90 days" in passage.text
+    assert page.driver.switch_to.active_element == passage, "focus did not move to the passage"
+    page.screenshot("worked-example")
+
+
+def test_not_covered_is_shown_as_such(page: Page) -> None:
+    page.open()
+    page.ready()
+
+    turn = page.ask(NOT_COVERED_QUESTION)
+
+    assert "not-covered" in turn.get_attribute("class")
+    badge = turn.find_element("css selector", ".badge")
+    assert badge.is_displayed()
+    assert badge.get_attribute("textContent") == "Not covered by your documents"
+    assert not turn.find_elements("css selector", "a.cite")
+    assert not page.find_all("#source-list .source")
+    page.screenshot("not-covered")
+
+
+def test_threads_are_listed_newest_first_and_can_be_continued(page: Page) -> None:
+    page.open()
+    page.ready()
+    page.ask(NOT_COVERED_QUESTION)
+    page.find("#new-thread").click()
+    page.ask(WORKED_EXAMPLE)
+    page.until(
+        lambda: (
+            [a.text for a in page.find_all("#thread-list a")][:2]
+            == [WORKED_EXAMPLE, NOT_COVERED_QUESTION]
+        ),
+        "the thread list is not newest first",
+    )
+    url = page.driver.current_url
+    assert "#thread=" in url
+
+    page.open()  # a fresh load, then back to the conversation from the list
+    page.ready()
+    page.visible("#thread-list a").click()
+    page.until(lambda: page.find_all(".turn.answer a.cite"), "the stored answer lost its citations")
+    assert page.driver.current_url == url
+    follow_up = page.ask("and for service accounts?")
+
+    assert [q.find_element("css selector", "p").text for q in page.find_all(".turn.question")] == [
+        WORKED_EXAMPLE,
+        "and for service accounts?",
+    ]
+    follow_up.find_element("css selector", "a.cite").click()
+    assert "sts.md" in page.visible(".source.active h3").text
+
+
+def test_phone_width_is_readable(browser_paths: tuple[str, str], server_url: str) -> None:
+    with chromium(browser_paths) as driver:
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True},
+        )
+        page = Page(driver, server_url)
+        page.open()
+        assert driver.execute_script("return window.innerWidth") == 390
+        page.ready()
+        turn = page.ask(WORKED_EXAMPLE)
+        turn.find_element("css selector", "a.cite").click()
+        page.visible(".source.active .passage")
+
+        overflow = driver.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        assert overflow <= 0, f"the page scrolls sideways by {overflow}px at phone width"
+        page.screenshot("phone-width")
+
+
+def test_controls_are_labelled_for_screen_readers(page: Page) -> None:
+    page.open()
+    page.ready()
+
+    unlabelled = page.driver.execute_script(
+        """
+        const missing = [];
+        for (const el of document.querySelectorAll('input, textarea, select')) {
+          if (!el.labels || !el.labels.length) missing.push(el.id || el.name);
+        }
+        for (const el of document.querySelectorAll('button, a[href]')) {
+          const name = (el.getAttribute('aria-label') || el.textContent).trim();
+          if (!name) missing.push(el.outerHTML);
+        }
+        return missing;
+        """
+    )
+    assert unlabelled == []
+    assert page.find("#log").get_attribute("aria-live") == "polite"
+    assert page.find("#alert").get_attribute("role") == "alert"
+    for landmark in ("nav", "main", "aside"):
+        assert page.find(landmark).get_attribute("aria-labelledby")
+
+
+def test_missing_index_then_unreachable_server(
+    browser_paths: tuple[str, str], tmp_path: Path
+) -> None:
+    process, url = start_server(tmp_path / "no-index-here", tmp_path)
+    try:
+        with chromium(browser_paths) as driver:
+            page = Page(driver, url)
+            page.open()
+            page.ready()
+
+            page.ask(WORKED_EXAMPLE)
+            assert "document index is not available" in page.alert()
+            assert "footnote ingest" in page.alert()
+            page.screenshot("index-missing")
+
+            stop(process)
+            page.find("#alert-close").click()
+            page.ask(WORKED_EXAMPLE)
+            assert "Cannot reach the Footnote server" in page.alert()
+            page.screenshot("server-unreachable")
+    finally:
+        stop(process)
