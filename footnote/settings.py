@@ -26,8 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from footnote.graph.context import DEFAULT_INDEX, Context
-from footnote.store.backends import is_postgres
+from footnote.graph.context import Context
+from footnote.store.backends import DEFAULT_INDEX, is_postgres
 
 DEFAULT_INDEX_NAME = "default"
 _INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
