@@ -45,6 +45,10 @@ STRUCTURED_METHODS: tuple[StructuredMethod, ...] = ("json_schema", "function_cal
 """Best first: json_schema is exact where supported, function calling nearly everywhere, JSON
 mode (with the schema in the prompt) is the last resort."""
 
+ToolRequest = Literal["named", "offered", "refused"]
+"""How the agent step's tool reached the model: named in tool_choice, only offered, or refused
+by the server."""
+
 SchemaT = TypeVar("SchemaT", bound=BaseModel)
 T = TypeVar("T")
 
@@ -128,6 +132,28 @@ def is_timeout(exc: BaseException) -> bool:
     )
 
 
+def describe_failure(exc: BaseException) -> str | None:
+    """One line for a person when `exc` is a failed call to a model server, else None."""
+    from langchain_core.exceptions import ModelError
+
+    link: BaseException | None = exc
+    while link is not None:  # provider wrappers keep the original as the cause
+        if getattr(link, "model_timeout_s", None) is not None:
+            return str(link)
+        link = link.__cause__
+    try:
+        import openai
+    except ImportError:
+        openai = None  # type: ignore[assignment]
+    if openai is not None and isinstance(exc, openai.APIStatusError):
+        return f"the model server answered HTTP {exc.status_code}: {exc.message}"
+    if openai is not None and isinstance(exc, openai.APIConnectionError):
+        return f"no answer from the model server at {exc.request.url}: {exc.message}"
+    if isinstance(exc, ModelError):
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def _openai_http_clients(timeout_s: float, base_url: str) -> dict[str, Any]:
     """HTTP clients for langchain-openai that turn a timeout into an error the OpenAI client
     does not retry (it retries timeouts, but propagates its own errors at once)."""
@@ -137,6 +163,8 @@ def _openai_http_clients(timeout_s: float, base_url: str) -> dict[str, Any]:
 
     class ModelServerTimeout(openai.APITimeoutError):
         """No byte from the model server within `model_timeout_s`."""
+
+        model_timeout_s = timeout_s
 
         def __init__(self, request: Any) -> None:
             openai.APIConnectionError.__init__(
@@ -181,7 +209,7 @@ class ChatModels:
         self._fixed = fixed
         self._built: dict[tuple[Any, ...], BaseChatModel] = {}
         self._structured_method: dict[str, StructuredMethod] = {}
-        self._no_tool_choice: set[str] = set()
+        self._refused: dict[ToolRequest, set[str]] = {"named": set(), "offered": set()}
         self._lock = threading.Lock()
 
     def get(self, context: Context, role: Role = "internal") -> BaseChatModel | None:
@@ -275,31 +303,30 @@ class ChatModels:
 
     def call_tool(
         self, context: Context, tool: BaseTool, messages: list[BaseMessage], config: RunnableConfig
-    ) -> tuple[BaseMessage, bool]:
-        """The model's reply when offered `tool`, and whether it was asked for it by name.
+    ) -> tuple[BaseMessage | None, ToolRequest]:
+        """The model's reply when offered `tool`, and how the tool was requested.
 
         The tool is named in `tool_choice` unless this model was found not to accept that
-        (servers that reject it answer 400, which the client does not retry).
+        (servers that reject it answer 400, which the client does not retry); a server that
+        rejects tools altogether gets no tool request again, and the reply is None.
         """
         model = self._require(context)
         key = self._model_key(context)
-
-        def ask_by_name(chosen: BaseChatModel) -> BaseMessage:
+        attempts: list[tuple[ToolRequest, Callable[[], Runnable[Any, Any]]]] = [
+            ("named", lambda: _bind_tool_by_name(model, tool)),
+            ("offered", lambda: model.bind_tools([tool])),
+        ]
+        for how, bind in attempts:
+            if key in self._refused[how]:
+                continue
             try:
-                bound = chosen.bind_tools([tool], tool_choice=tool.name)
-            except (TypeError, ValueError) as exc:
-                raise NotImplementedError(f"{type(chosen).__name__}: no tool_choice") from exc
-            return bound.invoke(messages, config=config)
-
-        if key not in self._no_tool_choice:
-            try:
-                return ask_by_name(model), True
+                return bind().invoke(messages, config=config), how
             except Exception as exc:
                 if not is_format_rejection(exc):
                     raise
                 with self._lock:
-                    self._no_tool_choice.add(key)
-        return model.bind_tools([tool]).invoke(messages, config=config), False
+                    self._refused[how].add(key)
+        return None, "refused"
 
     def _require(self, context: Context) -> BaseChatModel:
         model = self.get(context, "internal")
@@ -366,6 +393,13 @@ def _structured_runnable(
         response_format["schema"] = schema.model_json_schema()
     parser = PydanticOutputParser(pydantic_object=schema)
     return model.bind(response_format=response_format) | parser, text
+
+
+def _bind_tool_by_name(model: BaseChatModel, tool: BaseTool) -> Runnable[Any, Any]:
+    try:
+        return model.bind_tools([tool], tool_choice=tool.name)
+    except (TypeError, ValueError) as exc:
+        raise NotImplementedError(f"{type(model).__name__} takes no tool_choice") from exc
 
 
 def _is_openai_client(model: BaseChatModel) -> bool:
