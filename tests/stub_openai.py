@@ -36,8 +36,8 @@ from typing import Any
 HANG_LIMIT_S = 30.0
 """A hanging reply gives up on its own after this long, even if nobody releases it."""
 
-LLAMA_CPP_RESPONSE_FORMAT_ERROR = "PLACEHOLDER Input should be 'text' or 'json_object'"
-LLAMA_CPP_NULL_CONTENT_ERROR = "PLACEHOLDER content Input should be a valid string"
+LLAMA_CPP_RESPONSE_FORMAT_ERROR = "Input should be 'text' or 'json_object'"
+LLAMA_CPP_NULL_CONTENT_ERROR = "Input should be a valid string"
 IGNORED_TOOLS_TEXT = "I will look that up in the documents for you."
 """What the llama.cpp dialect says instead of a tool call it was not forced to make."""
 
@@ -411,13 +411,22 @@ def _refusal(dialect: str, body: dict[str, Any]) -> Reply | None:
     """The error a server of this dialect answers before generating anything, if any."""
     response_format = (body.get("response_format") or {}).get("type")
     if dialect == "llama.cpp":
+        # The server reports request validation errors as HTTP 500, in pydantic's words.
         if response_format == "json_schema":
-            return error(500, LLAMA_CPP_RESPONSE_FORMAT_ERROR)
-        if any(
-            m.get("role") == "assistant" and m.get("content") is None
-            for m in body.get("messages", [])
-        ):
-            return error(500, LLAMA_CPP_NULL_CONTENT_ERROR)
+            return error(
+                500,
+                "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                f"'response_format', 'type'), 'msg': \"{LLAMA_CPP_RESPONSE_FORMAT_ERROR}\", "
+                "'input': 'json_schema'}",
+            )
+        for n, m in enumerate(body.get("messages", [])):
+            if m.get("role") == "assistant" and m.get("content") is None:
+                return error(
+                    500,
+                    "validation error:\n  {'type': 'string_type', 'loc': ('body', 'messages', "
+                    f"{n}, 'ChatCompletionRequestAssistantMessage', 'content'), "
+                    f"'msg': '{LLAMA_CPP_NULL_CONTENT_ERROR}', 'input': None}}",
+                )
     if dialect == "no-tool-choice" and _forced_function(body):
         return error(400, "tool_choice is not supported", type_="invalid_request_error")
     if dialect == "json-only" and (response_format == "json_schema" or body.get("tools")):
