@@ -274,7 +274,7 @@ def test_stub_ignores_tools_unless_named(llama: StubOpenAI) -> None:
     """The dialect itself: what an unforced tool call turns into."""
     from langchain_openai import ChatOpenAI
 
-    from footnote.tools.documents import search_documents
+    from footnote.graph.tools import search_documents
 
     llama.script(SEARCH)
     model = ChatOpenAI(base_url=llama.base_url, model="stub-model", max_retries=0, timeout=5)
