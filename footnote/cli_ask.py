@@ -23,12 +23,12 @@ def _print_sources(citations: list[dict[str, Any]]) -> None:
 
 
 def cmd_ask(args: argparse.Namespace) -> int:
-    from langchain_core.exceptions import ModelError
     from langchain_core.messages import HumanMessage
     from langchain_core.runnables import RunnableConfig
 
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
+    from footnote.graph.models import describe_failure
     from footnote.graph.state import InputState
     from footnote.store.types import IndexError_
 
@@ -37,6 +37,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         "max_retrieval_attempts": args.attempts,
         "reranker": args.reranker,
         "user_groups": args.groups.split(",") if args.groups else None,
+        "max_answer_tokens": args.max_answer_tokens,
+        "model_timeout_s": args.timeout,
     }
     # Options left out keep the Context's own defaults: they are declared there only.
     context = Context(
@@ -79,8 +81,11 @@ def cmd_ask(args: argparse.Namespace) -> int:
     except IndexError_ as exc:
         print(f"footnote: {exc}", file=sys.stderr)
         return 2
-    except ModelError as exc:
-        print(f"footnote: the chat model failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+    except Exception as exc:
+        failure = describe_failure(exc)
+        if failure is None:
+            raise
+        print(f"\nfootnote: the chat model failed: {failure}", file=sys.stderr)
         return 3
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
@@ -115,9 +120,12 @@ def _describe(event: dict[str, Any]) -> str:
     if kind == "retrieved":
         return f"… retrieved {event['candidates']} candidates"
     if kind == "graded":
-        return f"… graded {event['relevant']} of {event['candidates']} relevant"
+        how = "" if event.get("method") in (None, "offline") else f" ({event['method']})"
+        return f"… graded {event['relevant']} of {event['candidates']} relevant{how}"
     if kind == "web_search":
         return f"… searching the web for {event['query']!r}"
+    if kind == "fallback_search":
+        return f"… the model made no search call; searching for {event['query']!r}"
     return f"… {event}"
 
 
@@ -238,6 +246,20 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         f"(default: {','.join(defaults.user_groups)})",
     )
     add_reranker_options(p, model=False, default=None)
+    p.add_argument(
+        "--max-answer-tokens",
+        type=int,
+        metavar="N",
+        help=f"most tokens the model's answer may use (default: {defaults.max_answer_tokens}; "
+        "0: no limit)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=float,
+        metavar="SECONDS",
+        help="seconds the model server may stay silent before a call fails; not retried "
+        f"(default: {defaults.model_timeout_s:g})",
+    )
     p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=cmd_ask)

@@ -31,12 +31,35 @@ class Context:
         },
     )
     model_timeout_s: float = field(
-        default=60.0,
-        metadata={"description": "Seconds to wait for one model response before giving up."},
+        default=120.0,
+        metadata={
+            "description": "Seconds the model server may stay silent before the call fails "
+            "(not retried: a hung server ends with an error after this long). The answer "
+            "streams, so this bounds the wait for each token, not the whole answer; an "
+            "internal call (grading, rewriting) must finish within it. Raise it for a large "
+            "model on CPU, where reading a long prompt alone can take minutes."
+        },
     )
     model_max_retries: int = field(
         default=2,
-        metadata={"description": "Retries (with backoff) on rate limits and server errors."},
+        metadata={
+            "description": "Retries (with backoff) on rate limits and transient server errors; "
+            "never on timeouts or requests the server rejected as malformed."
+        },
+    )
+    max_answer_tokens: int = field(
+        default=512,
+        metadata={
+            "description": "Most tokens the answer may use, sent to the server (max_tokens for "
+            "an OpenAI-compatible base URL). 0: no limit."
+        },
+    )
+    max_internal_tokens: int = field(
+        default=256,
+        metadata={
+            "description": "Most tokens each internal call (rewrite, HyDE, agent step, "
+            "grading) may use. 0: no limit."
+        },
     )
     embeddings: str = field(
         default="",

@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 from footnote.graph import offline, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
+from footnote.graph.models import ChatModels, Role, is_timeout
 from footnote.graph.state import CLEAR, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
-from footnote.tools.models import chat_model
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
@@ -30,8 +30,6 @@ def internal_call(name: str, metadata: dict[str, Any] | None = None) -> Runnable
         "run_name": name,
         "metadata": metadata or {},
     }
-
-
 
 
 class SourceGrades(BaseModel):
@@ -80,20 +78,11 @@ class AnswerNodes:
     """Node functions bound to an optional chat model; without one they run offline."""
 
     def __init__(self, chat_model: BaseChatModel | None = None) -> None:
-        self._fixed_model = chat_model
+        self.models = ChatModels(chat_model)
 
-    def chat_model(self, context: Context) -> BaseChatModel | None:
+    def chat_model(self, context: Context, role: Role = "internal") -> BaseChatModel | None:
         """The model for this run: the one given to the factory, else the context's string."""
-        if self._fixed_model is not None:
-            return self._fixed_model
-        if not context.model:
-            return None
-        return chat_model(
-            context.model,
-            base_url=context.model_base_url,
-            timeout_s=context.model_timeout_s,
-            max_retries=context.model_max_retries,
-        )
+        return self.models.get(context, role)
 
     def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Start a turn: take the latest human message and forget the previous turn's work."""
@@ -169,42 +158,49 @@ class AnswerNodes:
         }
 
     def call_retriever(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """The agent step: a model chooses its search calls; offline, one call with the query."""
+        """The agent step: a model chooses its search calls; offline, one call with the query.
+
+        The graph only gets here when it must search, so the model is asked for the tool by
+        name where it accepts that. A model that still makes no call gets the same fallback
+        search as the offline path, and the route, a notice and the trace say so.
+        """
         context = Context.coerce(runtime.context)
-        model = self.chat_model(context)
-        message: AIMessage | None = None
-        if model is not None:
-            response = model.bind_tools([search_documents]).invoke(
-                [
-                    SystemMessage(
-                        prompts.AGENT_PROMPT.format(
-                            question=state.standalone_question, query=state.query
-                        )
-                    )
-                ],
-                config=internal_call("call_retriever", trace_metadata(context, state)),
-            )
-            if isinstance(response, AIMessage) and response.tool_calls:
-                message = response
-        if message is None:
-            message = AIMessage(
-                content="",
-                tool_calls=[
-                    {
-                        "name": search_documents.name,
-                        "args": {"query": state.query},
-                        "id": f"call_{uuid.uuid4().hex[:12]}",
-                        "type": "tool_call",
-                    }
-                ],
-            )
-        return {SEARCH_CALLS: [CLEAR, message], "candidates": CLEAR, "route": ["call_retriever"]}
+        if self.chat_model(context) is None:
+            return self._search_update(_search_call(state.query), "call_retriever")
+        prompt = prompts.AGENT_PROMPT.format(question=state.standalone_question, query=state.query)
+        response, how = self.models.call_tool(
+            context,
+            search_documents,
+            [SystemMessage(prompt)],
+            internal_call("call_retriever", trace_metadata(context, state)),
+        )
+        if isinstance(response, AIMessage) and response.tool_calls:
+            return self._search_update(response, "call_retriever")
+        asked = {
+            "named": "asked for it by name",
+            "offered": "offered the tool",
+            "refused": "the server refuses tools",
+        }[how]
+        runtime.stream_writer({"event": "fallback_search", "query": state.query})
+        update = self._search_update(
+            _search_call(state.query, fallback=f"model made no tool call ({asked})"),
+            "call_retriever:fallback_search",
+        )
+        update["notices"] = [
+            f"The model made no search call ({asked}); Footnote searched with the "
+            "rewritten query itself."
+        ]
+        return update
+
+    @staticmethod
+    def _search_update(call: AIMessage, step: str) -> dict[str, Any]:
+        return {SEARCH_CALLS: [CLEAR, call], "candidates": CLEAR, "route": [step]}
 
     def grade_documents(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
         candidates = state.candidates
-        grades, notice = self._grade(context, state.standalone_question, candidates)
+        grades, notice, method = self._grade(context, state.standalone_question, candidates)
         # Grades filter; they reorder only when a model gave them. The offline grade is a
         # coarser signal than the retrieval ranking it would otherwise overrule.
         order = list(range(len(candidates)))
@@ -218,6 +214,7 @@ class AnswerNodes:
                 "event": "graded",
                 "relevant": len(kept),
                 "candidates": len(candidates),
+                "method": method,
                 "attempt": state.attempts + 1,
             }
         )
@@ -231,26 +228,32 @@ class AnswerNodes:
 
     def _grade(
         self, context: Context, question: str, candidates: Sequence[Candidate]
-    ) -> tuple[list[float], str | None]:
-        """Grades in [0, 1], and a notice when the model's grades could not be used."""
+    ) -> tuple[list[float], str | None, str]:
+        """Grades in [0, 1], a notice when the model's grades could not be used, and how they
+        were made (a structured-output method, or "offline")."""
         fallback = [offline.grade(c) for c in candidates]
-        model = self.chat_model(context)
-        if model is None or not candidates:
-            return fallback, None
+        if self.chat_model(context) is None or not candidates:
+            return fallback, None, "offline"
+        docs = [c["document"] for c in candidates]
         try:
-            grader = model.with_structured_output(SourceGrades).with_config(
-                internal_call("grade_documents", trace_metadata(context))
-            )
-            docs = [c["document"] for c in candidates]
-            result = grader.invoke(
-                prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs))
+            result, method = self.models.structured(
+                context,
+                SourceGrades,
+                prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs)),
+                internal_call("grade_documents", trace_metadata(context)),
             )
         except Exception as exc:  # a failed grade must not end the run: fall back to evidence
-            return fallback, f"Grading fell back to retrieval evidence ({type(exc).__name__})."
-        scores = result.scores if isinstance(result, SourceGrades) else None
-        if not scores or len(scores) != len(candidates):
-            return fallback, "Grading fell back to retrieval evidence (malformed grades)."
-        return [max(0.0, min(1.0, s / 10)) for s in scores], None
+            if is_timeout(exc):
+                raise  # a hung server: waiting again for the answer would not help
+            return (
+                fallback,
+                f"Grading fell back to retrieval evidence ({type(exc).__name__}).",
+                "offline",
+            )
+        if not result.scores or len(result.scores) != len(candidates):
+            notice = "Grading fell back to retrieval evidence (malformed grades)."
+            return fallback, notice, "offline"
+        return [max(0.0, min(1.0, s / 10)) for s in result.scores], None, method
 
     def web_search(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Last resort when the index cannot answer: Tavily results as labelled web sources."""
@@ -271,7 +274,7 @@ class AnswerNodes:
         """Answer from the numbered sources, or say plainly that they do not cover it."""
         context = Context.coerce(runtime.context)
         docs = state.documents
-        model = self.chat_model(context)
+        model = self.chat_model(context, "answer")
         if not docs:
             answer = prompts.NOT_COVERED
         elif model is not None:
@@ -334,6 +337,22 @@ def route_after_grading(
     if context.web_search:
         return "web_search"
     return "generate"
+
+
+def _search_call(query: str, fallback: str = "") -> AIMessage:
+    """A search_documents call made by the graph itself; `fallback` says why, for the trace."""
+    return AIMessage(
+        content="",
+        tool_calls=[
+            {
+                "name": search_documents.name,
+                "args": {"query": query},
+                "id": f"call_{uuid.uuid4().hex[:12]}",
+                "type": "tool_call",
+            }
+        ],
+        response_metadata={"footnote_fallback_search": fallback} if fallback else {},
+    )
 
 
 def _has_citation(text: str) -> bool:

@@ -54,3 +54,8 @@ relevant) to 10 (answers it directly). Score every source.
 Question: {question}
 
 {sources}"""
+
+JSON_MODE_INSTRUCTIONS = """
+
+Reply with one JSON object and nothing else. It must match this JSON schema:
+{schema}"""

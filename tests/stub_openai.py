@@ -11,6 +11,15 @@ copes with what comes back (tool calls, structured output, streaming, errors, si
 Each POST /v1/chat/completions takes the next reply from the script (a reply, or a function
 of the request body returning one), else `stub.default`; with neither it answers HTTP 400
 "stub script exhausted", which the client does not retry.
+
+`StubOpenAI(dialect="llama.cpp")` behaves like llama-cpp-python's server (0.3.x, seen with
+SmolLM2): a json_schema `response_format` or an assistant message with null content is
+refused with HTTP 500 before any scripted reply is used; `max_tokens` cuts the reply (in
+whitespace-separated words) with finish_reason "length", `max_completion_tokens` is ignored;
+tools are ignored unless `tool_choice` names one, so a scripted tool call comes back as text.
+`dialect="no-tool-choice"` refuses any request naming a tool in `tool_choice` (HTTP 400), and
+`dialect="json-only"` refuses json_schema and tools alike (HTTP 400), like servers that have
+only JSON mode.
 """
 
 from __future__ import annotations
@@ -26,6 +35,11 @@ from typing import Any
 
 HANG_LIMIT_S = 30.0
 """A hanging reply gives up on its own after this long, even if nobody releases it."""
+
+LLAMA_CPP_RESPONSE_FORMAT_ERROR = "Input should be 'text' or 'json_object'"
+LLAMA_CPP_NULL_CONTENT_ERROR = "Input should be a valid string"
+IGNORED_TOOLS_TEXT = "I will look that up in the documents for you."
+"""What the llama.cpp dialect says instead of a tool call it was not forced to make."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +131,8 @@ class Recorded:
     path: str
     headers: dict[str, str]
     body: dict[str, Any]
+    at: float = field(default_factory=time.monotonic)
+    """When it arrived (time.monotonic)."""
 
 
 def prompt_of(body: dict[str, Any]) -> str:
@@ -138,8 +154,11 @@ def tool_names(body: dict[str, Any]) -> list[str]:
 class StubOpenAI:
     """An OpenAI-compatible HTTP server on 127.0.0.1 (a free port), in a background thread."""
 
-    def __init__(self, model: str = "stub-model") -> None:
+    def __init__(self, model: str = "stub-model", dialect: str = "openai") -> None:
+        if dialect not in DIALECTS:
+            raise ValueError(f"unknown dialect {dialect!r}; one of {sorted(DIALECTS)}")
         self.model = model
+        self.dialect = dialect
         self.requests: list[Recorded] = []
         self.default: Responder | None = None
         self._script: deque[Responder] = deque()
@@ -229,7 +248,8 @@ def _make_handler(stub: StubOpenAI) -> type[BaseHTTPRequestHandler]:
             if not self.path.rstrip("/").endswith("/chat/completions"):
                 self._send_json(404, _error_body(f"no route POST {self.path}", "not_found"))
                 return
-            reply = stub._next_reply(body)
+            refusal = _refusal(stub.dialect, body)
+            reply = refusal or stub._next_reply(body)
             if reply.kind == "hang":
                 stub._release.wait(HANG_LIMIT_S)
                 self.close_connection = True
@@ -238,10 +258,13 @@ def _make_handler(stub: StubOpenAI) -> type[BaseHTTPRequestHandler]:
                 self._send_json(reply.status, {"error": reply.error}, reply.headers)
                 return
             message = _message_for(reply, body)
+            finish = None
+            if stub.dialect == "llama.cpp":
+                message, finish = _as_llama_cpp(message, body)
             if body.get("stream"):
-                self._send_stream(message, body)
+                self._send_stream(message, body, finish)
             else:
-                self._send_json(200, _completion(message, body), reply.headers)
+                self._send_json(200, _completion(message, body, finish), reply.headers)
 
         def _record(self, body: dict[str, Any]) -> None:
             headers = {k.lower(): v for k, v in self.headers.items()}
@@ -260,12 +283,14 @@ def _make_handler(stub: StubOpenAI) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        def _send_stream(self, message: dict[str, Any], body: dict[str, Any]) -> None:
+        def _send_stream(
+            self, message: dict[str, Any], body: dict[str, Any], finish: str | None
+        ) -> None:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for chunk in _stream_chunks(message, body):
+            for chunk in _stream_chunks(message, body, finish):
                 self._write_chunk(f"data: {json.dumps(chunk)}\n\n".encode())
             self._write_chunk(b"data: [DONE]\n\n")
             self.wfile.write(b"0\r\n\r\n")
@@ -319,7 +344,13 @@ def _usage(body: dict[str, Any], message: dict[str, Any]) -> dict[str, int]:
     }
 
 
-def _completion(message: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+def _finish_reason(message: dict[str, Any], finish: str | None) -> str:
+    return finish or ("tool_calls" if message.get("tool_calls") else "stop")
+
+
+def _completion(
+    message: dict[str, Any], body: dict[str, Any], finish: str | None = None
+) -> dict[str, Any]:
     return {
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
         "object": "chat.completion",
@@ -329,7 +360,7 @@ def _completion(message: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]
             {
                 "index": 0,
                 "message": message,
-                "finish_reason": "tool_calls" if message.get("tool_calls") else "stop",
+                "finish_reason": _finish_reason(message, finish),
                 "logprobs": None,
             }
         ],
@@ -337,7 +368,9 @@ def _completion(message: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]
     }
 
 
-def _stream_chunks(message: dict[str, Any], body: dict[str, Any]) -> list[dict[str, Any]]:
+def _stream_chunks(
+    message: dict[str, Any], body: dict[str, Any], finish: str | None = None
+) -> list[dict[str, Any]]:
     """The message as chat.completion.chunk objects: role, content words, tool call parts."""
     base = {
         "id": f"chatcmpl-stub-{time.monotonic_ns()}",
@@ -365,7 +398,53 @@ def _stream_chunks(message: dict[str, Any], body: dict[str, Any]) -> list[dict[s
         for part in filter(None, (args[:middle], args[middle:])):
             piece = {"index": index, "function": {"arguments": part}}
             chunks.append(chunk({"tool_calls": [piece]}))
-    chunks.append(chunk({}, "tool_calls" if message.get("tool_calls") else "stop"))
+    chunks.append(chunk({}, _finish_reason(message, finish)))
     if (body.get("stream_options") or {}).get("include_usage"):
         chunks.append({**base, "choices": [], "usage": _usage(body, message)})
     return chunks
+
+
+DIALECTS = {"openai", "llama.cpp", "no-tool-choice", "json-only"}
+
+
+def _refusal(dialect: str, body: dict[str, Any]) -> Reply | None:
+    """The error a server of this dialect answers before generating anything, if any."""
+    response_format = (body.get("response_format") or {}).get("type")
+    if dialect == "llama.cpp":
+        # The server reports request validation errors as HTTP 500, in pydantic's words.
+        if response_format == "json_schema":
+            return error(
+                500,
+                "1 validation error:\n  {'type': 'literal_error', 'loc': ('body', "
+                f"'response_format', 'type'), 'msg': \"{LLAMA_CPP_RESPONSE_FORMAT_ERROR}\", "
+                "'input': 'json_schema'}",
+            )
+        for n, m in enumerate(body.get("messages", [])):
+            if m.get("role") == "assistant" and m.get("content") is None:
+                return error(
+                    500,
+                    "validation error:\n  {'type': 'string_type', 'loc': ('body', 'messages', "
+                    f"{n}, 'ChatCompletionRequestAssistantMessage', 'content'), "
+                    f"'msg': '{LLAMA_CPP_NULL_CONTENT_ERROR}', 'input': None}}",
+                )
+    if dialect == "no-tool-choice" and _forced_function(body):
+        return error(400, "tool_choice is not supported", type_="invalid_request_error")
+    if dialect == "json-only" and (response_format == "json_schema" or body.get("tools")):
+        return error(
+            400, "only response_format json_object is supported", type_="invalid_request_error"
+        )
+    return None
+
+
+def _as_llama_cpp(
+    message: dict[str, Any], body: dict[str, Any]
+) -> tuple[dict[str, Any], str | None]:
+    """The message as llama.cpp's server would send it: tools only when forced, cut at
+    `max_tokens` (counted in words here)."""
+    if message.get("tool_calls") and not _forced_function(body):
+        message = {"role": "assistant", "content": IGNORED_TOOLS_TEXT, "refusal": None}
+    limit = body.get("max_tokens")
+    words = (message.get("content") or "").split(" ")
+    if isinstance(limit, int) and message.get("content") and len(words) > limit:
+        return {**message, "content": " ".join(words[:limit])}, "length"
+    return message, None
