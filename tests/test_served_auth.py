@@ -47,8 +47,6 @@ pytestmark = pytest.mark.integration
 
 ONCALL_QUESTION = RESTRICTED[0].questions[0]
 PROVIDER_KEY = "sk-footnote-test-provider-key-never-sent"
-OWN_ORIGIN = "https://docs.example.com"
-"""The one browser origin the JWT server's operator allows (CORS_CONFIG)."""
 
 
 @dataclass
@@ -102,10 +100,7 @@ def jwt_server(
     indexes: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
     directory = tmp_path_factory.mktemp("jwt")
-    cors = {"allow_origins": [OWN_ORIGIN], "allow_headers": ["authorization", "content-type"]}
-    yield from serve(
-        jwt_team(directory), indexes, directory / "server.log", CORS_CONFIG=json.dumps(cors)
-    )
+    yield from serve(jwt_team(directory), indexes, directory / "server.log")
 
 
 @pytest.fixture(scope="module", params=["keys_server", "jwt_server"])
@@ -441,19 +436,6 @@ def test_cors_preflight_from_another_origin_is_not_allowed(served: Served) -> No
     assert "access-control-allow-origin" not in response.headers
     assert "access-control-allow-origin" not in simple.headers
 
-
-def test_an_operator_can_allow_its_own_origin(jwt_server: Served) -> None:
-    response = httpx.options(
-        jwt_server.server.url + "/runs/wait",
-        headers={
-            "Origin": OWN_ORIGIN,
-            "Access-Control-Request-Method": "POST",
-            "Access-Control-Request-Headers": "authorization",
-        },
-    )
-
-    assert response.status_code == 200
-    assert response.headers["access-control-allow-origin"] == OWN_ORIGIN
 
 
 # --- the key file while serving -------------------------------------------------------------
