@@ -437,7 +437,6 @@ def test_cors_preflight_from_another_origin_is_not_allowed(served: Served) -> No
     assert "access-control-allow-origin" not in simple.headers
 
 
-
 # --- the key file while serving -------------------------------------------------------------
 
 
