@@ -302,7 +302,7 @@ def test_killed_ingest_leaves_previous_state(
     (corpus / "keys.md").write_text("# Keys\n\nKeys are now kept forever.\n", "utf-8")
     (corpus / "vpn.md").unlink()
 
-    def explode(self: Any, conn: Any, fresh: Any) -> None:
+    def explode(self: Any, conn: Any, fresh: Any, on_failure: Any) -> None:
         conn.execute(f"DELETE FROM {self.where.chunks}")
         raise KeyboardInterrupt("killed mid-ingest")
 

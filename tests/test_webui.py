@@ -365,3 +365,167 @@ def test_missing_index_then_unreachable_server(
             page.screenshot("server-unreachable")
     finally:
         stop(process)
+
+
+@pytest.fixture(scope="module")
+def team_server(
+    browser_paths: tuple[str, str], handbook_index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """A server that asks for API keys: (its URL, {user: key}) for two users."""
+    from footnote.credentials import write_api_keys
+
+    workdir = tmp_path_factory.mktemp("webui-team")
+    keys = write_api_keys(
+        workdir / "keys.json",
+        {"alice": {"groups": ["engineering"]}, "bob": {"groups": ["hr"]}},
+    )
+    process, url = start_server(
+        handbook_index, workdir, {"FOOTNOTE_API_KEYS": str(workdir / "keys.json")}
+    )
+    try:
+        yield url, keys
+    finally:
+        stop(process)
+
+
+def sign_in(page: Page, key: str) -> None:
+    """Paste the key and press Enter, as a person would."""
+    from selenium.webdriver.common.keys import Keys
+
+    field = page.visible("#api-key")
+    field.send_keys(key)
+    field.send_keys(Keys.ENTER)
+
+
+def test_sign_in_with_a_key_and_ask(
+    browser_paths: tuple[str, str], team_server: tuple[str, dict[str, str]]
+) -> None:
+    url, keys = team_server
+    with chromium(browser_paths) as driver:
+        page = Page(driver, url)
+        page.open()
+        page.visible("#sign-in")
+        assert not page.find("#question").is_displayed()
+
+        sign_in(page, keys["alice"])
+        page.ready()
+        assert page.find("#who-text").text == "Signed in"
+        turn = page.ask(WORKED_EXAMPLE)
+        assert "90 days" in turn.find_element("css selector", ".answer-text").text
+        turn.find_element("css selector", "a.cite").click()
+        assert "§ API keys > Rotation" in page.visible(".source.active .where").text
+
+        page.open()  # the key is kept for this tab's session
+        page.ready()
+        assert page.find("#who-text").text == "Signed in"
+        page.screenshot("signed-in")
+
+
+def test_wrong_key_shows_the_401_message(
+    browser_paths: tuple[str, str], team_server: tuple[str, dict[str, str]]
+) -> None:
+    url, keys = team_server
+    with chromium(browser_paths) as driver:
+        page = Page(driver, url)
+        page.open()
+        sign_in(page, keys["alice"][:-4] + "XXXX")
+
+        page.until(lambda: page.find("#sign-in-error").text, "no sign-in error shown")
+        message = page.find("#sign-in-error").text
+        assert "did not accept your key (401 Unauthorized)" in message
+        assert not page.find("#question").is_displayed()
+        assert driver.execute_script("return sessionStorage.length") == 0
+        page.screenshot("wrong-key")
+
+
+def test_one_user_cannot_open_another_users_thread_by_url(
+    browser_paths: tuple[str, str], team_server: tuple[str, dict[str, str]]
+) -> None:
+    url, keys = team_server
+    secret_question = "How do I page the on-call engineer?"
+    with chromium(browser_paths) as driver:
+        alice = Page(driver, url)
+        alice.open()
+        sign_in(alice, keys["alice"])
+        alice.ready()
+        alice.ask(secret_question)
+        alices_thread = driver.current_url
+        assert "#thread=" in alices_thread
+
+    with chromium(browser_paths) as driver:
+        bob = Page(driver, url)
+        bob.driver.get(alices_thread)
+        sign_in(bob, keys["bob"])
+        bob.ready()
+
+        assert "does not exist, or it belongs to someone else" in bob.alert()
+        assert not bob.find_all(".turn")
+        assert secret_question not in driver.find_element("css selector", "body").text
+        assert not bob.find_all("#thread-list a")
+        bob.screenshot("other-users-thread")
+
+
+def model_env(base_url: str) -> dict[str, str]:
+    """Server settings for a chat model behind the loopback OpenAI stub."""
+    return {
+        "FOOTNOTE_MODEL": "openai:stub-model",
+        "FOOTNOTE_MODEL_BASE_URL": base_url,
+        "OPENAI_API_KEY": "sk-stub-not-a-real-key",
+        "NO_PROXY": "127.0.0.1,localhost",
+        "no_proxy": "127.0.0.1,localhost",
+    }
+
+
+def test_provider_failure_after_retries_is_explained(
+    browser_paths: tuple[str, str], handbook_index: Path, tmp_path: Path
+) -> None:
+    """The operator's model answers HTTP 500 every time: the page says the provider failed."""
+    from tests.stub_openai import StubOpenAI, server_error
+
+    with StubOpenAI() as stub:
+        stub.default = server_error(retry_after_ms=10)
+        process, url = start_server(handbook_index, tmp_path, model_env(stub.base_url))
+        try:
+            with chromium(browser_paths) as driver:
+                page = Page(driver, url)
+                page.open()
+                page.ready()
+                page.ask(WORKED_EXAMPLE)
+
+                message = page.alert()
+                assert "language model provider failed, even after retries" in message
+                # langchain-openai re-raises the client's InternalServerError as its subclass
+                assert "InternalServerError" in message or "OpenAIAPIError" in message
+                assert len(stub.chat_requests) >= 3, "the client did not retry"
+                page.screenshot("provider-error")
+        finally:
+            stop(process)
+
+
+def test_model_answer_streams_token_by_token(
+    browser_paths: tuple[str, str], handbook_index: Path, tmp_path: Path
+) -> None:
+    """With a chat model the answer appears word by word, then gets its citation links."""
+    from tests.stub_openai import StubOpenAI
+    from tests.test_providers import ANSWER, happy_path
+
+    with StubOpenAI() as stub:
+        stub.script(*happy_path())
+        process, url = start_server(handbook_index, tmp_path, model_env(stub.base_url))
+        try:
+            with chromium(browser_paths) as driver:
+                page = Page(driver, url)
+                page.open()
+                page.ready()
+                driver.execute_script(RECORD_STREAMING)
+                turn = page.ask(WORKED_EXAMPLE)
+
+                streamed = list(dict.fromkeys(driver.execute_script("return window.__streamed")))
+                final = turn.find_element("css selector", ".answer-text").text
+                assert len(streamed) >= 3, streamed
+                assert all(ANSWER.startswith(text) for text in streamed), streamed
+                assert final == ANSWER
+                assert turn.find_elements("css selector", "a.cite")
+                assert stub.pending == 0
+        finally:
+            stop(process)

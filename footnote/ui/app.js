@@ -12,6 +12,7 @@ const PROVIDER_ERRORS = new Set([
   "InternalServerError", "ServiceUnavailableError", "AuthenticationError",
   "PermissionDeniedError", "BadRequestError", "NotFoundError", "ModelError",
   "ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException", "OverloadedError",
+  "OpenAIAPIError", "ModelAPIError",  // langchain-openai's wrappers of the same failures
 ]);
 const INDEX_ERRORS = new Set([
   "IndexError_", "IndexNotFound", "IndexCorrupt", "IndexMismatch", "PostgresUnavailable",
