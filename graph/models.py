@@ -177,7 +177,7 @@ def _openai_http_clients(timeout_s: float, base_url: str) -> dict[str, Any]:
     def timed_out(exc: BaseException) -> bool:
         return any(cls.__name__ == "TimeoutException" for cls in type(exc).__mro__)
 
-    class Client(openai.DefaultHttpxClient):  # type: ignore[misc,valid-type]
+    class Client(openai.DefaultHttpxClient):
         def send(self, request: Any, **kwargs: Any) -> Any:
             try:
                 return super().send(request, **kwargs)
@@ -186,7 +186,7 @@ def _openai_http_clients(timeout_s: float, base_url: str) -> dict[str, Any]:
                     raise ModelServerTimeout(request) from exc
                 raise
 
-    class AsyncClient(openai.DefaultAsyncHttpxClient):  # type: ignore[misc,valid-type]
+    class AsyncClient(openai.DefaultAsyncHttpxClient):
         async def send(self, request: Any, **kwargs: Any) -> Any:
             try:
                 return await super().send(request, **kwargs)
@@ -350,9 +350,6 @@ class ChatModels:
             if is_format_rejection(exc) or is_timeout(exc) or context.model_max_retries <= 0:
                 raise
         return call(model)
-
-    def _model_key(self, context: Context) -> str:
-        return "fixed" if self._fixed is not None else f"{context.model}@{context.model_base_url}"
 
     def _structured_call(
         self,
