@@ -159,11 +159,12 @@ def check_checksums(root: Path, vdir: Path, manifest: dict[str, Any], parts: set
     if absent:  # files the version does not hold; files it holds but does not list are
         raise damaged(root, f"{sorted(absent)[0]} is missing")  # never opened
     for name in sorted(listed):
-        if _sha256(vdir / name) != checksums[name]:
+        if sha256_file(vdir / name) != checksums[name]:
             raise damaged(root, f"{name} does not match its checksum")
 
 
-def _sha256(path: Path) -> str:
+def sha256_file(path: Path) -> str:
+    """The checksum the manifest records for one part (the writer and the loader share it)."""
     digest = hashlib.sha256()
     with path.open("rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

@@ -14,7 +14,6 @@ see the old index or the new one, never a mix, and a killed ingest leaves the ol
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ from footnote.store.file_checks import (
     read_current,
     read_files,
     read_manifest,
+    sha256_file,
     signature,
     verify_signature,
     version_dir,
@@ -103,14 +103,6 @@ class Index:
         if self.vectors.ntotal == 0:
             return np.zeros((0, self.dimension), dtype=np.float32)
         return self.vectors.reconstruct_n(0, self.vectors.ntotal)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def current_version(root: Path) -> str | None:
@@ -270,7 +262,7 @@ def _write_version(
             "keyword_tokenizer": KEYWORD_TOKENIZER,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "checksums": {
-                str(p.relative_to(staging)): _sha256(p)
+                str(p.relative_to(staging)): sha256_file(p)
                 for p in sorted(staging.rglob("*"))
                 if p.is_file()
             },
