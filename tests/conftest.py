@@ -7,19 +7,25 @@ writes to an index builds its own under `tmp_path`.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.pg_fixture import PgServer, server_fixture
 
 REPO = Path(__file__).resolve().parents[1]
 HANDBOOK = REPO / "samples" / "handbook"
 
 RunCli = Callable[..., subprocess.CompletedProcess[str]]
+Locate = Callable[[], str]
+"""Gives a fresh index location on the test's backend each call."""
+_index_names = itertools.count()
 
 
 @pytest.fixture(scope="session")
@@ -65,3 +71,33 @@ def run_cli() -> RunCli:
         )
 
     return run
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """One real PostgreSQL with pgvector for the whole run (see tests/pg_fixture.py)."""
+    yield from server_fixture()
+
+
+@pytest.fixture(params=["files", "postgres"])
+def locate(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locate]:
+    """Fresh index locations on the parametrised backend (a directory or a URL); the
+    database indexes made are dropped afterwards."""
+    made: list[str] = []
+
+    def new() -> str:
+        n = next(_index_names)
+        if request.param == "files":
+            location = str(tmp_path / f"index{n}")
+        else:
+            server: PgServer = request.getfixturevalue("pg_server")
+            location = f"{server.url}?index=t{n}"
+        made.append(location)
+        return location
+
+    yield new
+    if request.param == "postgres":
+        from footnote.store.postgres import drop_index
+
+        for location in made:
+            drop_index(location)

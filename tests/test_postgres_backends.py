@@ -7,10 +7,8 @@ started once per session. It must start: a failure fails these tests, never skip
 from __future__ import annotations
 
 import asyncio
-import itertools
 import shutil
 import threading
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,43 +21,11 @@ from footnote.store.backends import open_writer
 from footnote.store.types import Caller, Chunk, Filters
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest, run_stage, search
-from tests.conftest import RunCli
-from tests.pg_fixture import PgServer, server_fixture
+from tests.conftest import Locate, RunCli
+from tests.pg_fixture import PgServer
 
 API_KEY_QUESTION = "How often do I have to change my API key?"
 STAGES = ["bm25", "dense", "hybrid", "pipeline"]
-_names = itertools.count()
-
-
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
-    yield from server_fixture()
-
-
-Locate = Callable[[], str]
-
-
-@pytest.fixture(params=["faiss", "postgres"])
-def locate(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locate]:
-    """Gives fresh index locations of the parametrised backend (a directory or a URL)."""
-    made: list[str] = []
-
-    def new() -> str:
-        n = next(_names)
-        if request.param == "faiss":
-            location = str(tmp_path / f"index{n}")
-        else:
-            server: PgServer = request.getfixturevalue("pg_server")
-            location = f"{server.url}?index=t{n}"
-        made.append(location)
-        return location
-
-    yield new
-    if request.param == "postgres":
-        from footnote.store.postgres import drop_index
-
-        for location in made:
-            drop_index(location)
 
 
 def publish(location: str, chunks: list[Chunk]) -> None:
