@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     faiss_dir = args.dataset / INDEX_DIR
     index = load_index(faiss_dir)
     vectors = index.all_vectors()
-    entries = list(zip(index.chunks, vectors, strict=True))
+    chunks = list(index.chunks)
+    entries = list(zip(chunks, vectors, strict=True))
     server = None
     if args.url is None:
         sys.path.insert(0, str(HERE.parent / "tests"))
@@ -83,7 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         write_index(
             scratch / "faiss",
-            chunks=index.chunks,
+            chunks=chunks,
             vectors=vectors,
             files=index.files,
             manifest=index.manifest,

@@ -17,12 +17,16 @@ import json
 import os
 import re
 import stat
+import struct
+import threading
+from collections.abc import Iterable
 from math import prod
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from footnote.store.columns import FILES as COLUMN_FILES
 from footnote.store.types import Chunk, FileRecord, IndexCorrupt
 
 VERSION_NAME = re.compile(r"v\d{8}T\d{6}-\d{1,10}-[A-Za-z0-9_]{6,16}")
@@ -30,7 +34,7 @@ VERSION_NAME = re.compile(r"v\d{8}T\d{6}-\d{1,10}-[A-Za-z0-9_]{6,16}")
 PART_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}(?:/[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?")
 REQUIRED_PARTS = frozenset(
     {
-        "chunks.jsonl",
+        "chunks.sqlite",
         "files.json",
         "vectors.faiss",
         "bm25/params.index.json",
@@ -38,13 +42,29 @@ REQUIRED_PARTS = frozenset(
         "bm25/data.csc.index.npy",
         "bm25/indices.csc.index.npy",
         "bm25/indptr.csc.index.npy",
+        *(f"columns/{name}" for name in COLUMN_FILES),
     }
 )
+EAGER_HASH_BYTES = 32 << 20
+"""Parts up to this size are hashed before the index loads. Larger ones (at scale: the
+vectors, the chunk database, the BM25 postings, the file records) are checked by header and
+exact size at load and hashed by a background thread (`DeferredChecksums`): hashing ~3 GB
+at a million chunks would cost seconds per load. Searches fail with IndexCorrupt from the
+moment a mismatch is found; file records are not used before their hash is checked."""
+ALWAYS_HASHED_AT_LOAD = ("columns/", "bm25/params.index.json", "bm25/vocab.index.json")
+"""Hashed at load whatever their size: the access and filter columns decide what a caller
+may see, so they are never trusted before their checksum is."""
 MAX_CURRENT_BYTES = 256
 MAX_MANIFEST_BYTES = 16 << 20
 _FAISS_FLAT = (b"IxFI", b"IxF2")
+_FAISS_IVF_FLAT = b"IwFl"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
 _FAISS_HEADER = 37  # fourcc, d (i32), ntotal (i64), two i64, is_trained (u8), metric (i32)
 KEY_ENV = "FOOTNOTE_INDEX_KEY"
+NPY_HEADERS = threading.Lock()
+"""Held around every .npy header read (ours, np.load's, bm25s's): numpy parses headers with
+ast.literal_eval, which on CPython 3.11 can fail with "AST constructor recursion depth
+mismatch" when two threads run it at once (readers loading while a writer publishes)."""
 
 
 def damaged(root: Path, what: str) -> IndexCorrupt:
@@ -141,10 +161,12 @@ def _count(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
-def check_checksums(root: Path, vdir: Path, manifest: dict[str, Any], parts: set[str]) -> None:
+def check_checksums(root: Path, vdir: Path, manifest: dict[str, Any], parts: set[str]) -> list[str]:
     """Checksums must cover every part the loader reads, name only files of the version as
     plain relative names, and match: a manifest with missing or path-like entries is
-    refused (an emptied `checksums` included)."""
+    refused (an emptied `checksums` included). Hashes the parts that must be or are cheap to
+    be hashed now (see EAGER_HASH_BYTES) and returns the others, largest first, for
+    `DeferredChecksums`; their headers and sizes are the loader's to check meanwhile."""
     checksums: dict[Any, Any] = manifest["checksums"]
     for name, digest in checksums.items():
         if not isinstance(name, str) or not PART_NAME.fullmatch(name) or ".." in name:
@@ -158,9 +180,71 @@ def check_checksums(root: Path, vdir: Path, manifest: dict[str, Any], parts: set
     absent = listed - parts
     if absent:  # files the version does not hold; files it holds but does not list are
         raise damaged(root, f"{sorted(absent)[0]} is missing")  # never opened
+    deferred: list[tuple[int, str]] = []
     for name in sorted(listed):
-        if sha256_file(vdir / name) != checksums[name]:
+        size = os.lstat(vdir / name).st_size
+        if size > EAGER_HASH_BYTES and not name.startswith(ALWAYS_HASHED_AT_LOAD):
+            deferred.append((size, name))
+        elif sha256_file(vdir / name) != checksums[name]:
             raise damaged(root, f"{name} does not match its checksum")
+    return [name for _, name in sorted(deferred, reverse=True)]
+
+
+class DeferredChecksums:
+    """Hashes the large parts of a loaded version in a background thread.
+
+    Until it finishes, searches read parts whose headers and sizes were checked but whose
+    bytes were not (they may rank or word results wrongly; they cannot widen what a caller
+    may see, which the columns decide, and those were hashed before loading). Once a
+    mismatch is found, `check` raises IndexCorrupt for every later search."""
+
+    def __init__(self, root: Path, vdir: Path, checksums: dict[str, str], names: Iterable[str]):
+        self.root = root
+        self.names = list(names)
+        self.failure: IndexCorrupt | None = None
+        self.seconds = 0.0
+        self._done = threading.Event()
+        if not self.names:
+            self._done.set()
+            return
+        expected = {name: checksums[name] for name in self.names}
+        thread = threading.Thread(
+            target=self._run, args=(vdir, expected), name="footnote-checksums", daemon=True
+        )
+        thread.start()
+
+    def _run(self, vdir: Path, expected: dict[str, str]) -> None:
+        import time
+
+        start = time.perf_counter()
+        try:
+            for name, digest in expected.items():
+                try:
+                    matches = sha256_file(vdir / name) == digest
+                except OSError:
+                    matches = False
+                if not matches:
+                    self.failure = damaged(self.root, f"{name} does not match its checksum")
+                    return
+        finally:
+            self.seconds = time.perf_counter() - start
+            self._done.set()
+
+    def check(self) -> None:
+        """Raise IndexCorrupt if a part was found not to match (never waits)."""
+        if self.failure is not None:
+            raise self.failure
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for every deferred part to be hashed; raise IndexCorrupt on a mismatch.
+        False if the timeout passed first."""
+        finished = self._done.wait(timeout)
+        self.check()
+        return finished
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
 
 
 def sha256_file(path: Path) -> str:
@@ -172,9 +256,19 @@ def sha256_file(path: Path) -> str:
     return digest.hexdigest()
 
 
-def check_faiss_header(root: Path, path: Path, dimension: int, count: int) -> None:
-    """A flat FAISS index of `count` vectors of `dimension`, by its header and exact size,
-    before faiss reads it (a forged count would otherwise be allocated as claimed)."""
+def check_faiss_header(
+    root: Path, path: Path, dimension: int, count: int, dense: Any = None
+) -> None:
+    """The dense index the manifest names (`dense`: flat by default, or IVF with `nlist`
+    lists) holding `count` vectors of `dimension`, by its header, the layout of its parts
+    and its exact size, before faiss reads it (a forged count would otherwise be allocated
+    as claimed)."""
+    kind = dense.get("kind") if isinstance(dense, dict) else "flat"
+    if kind == "ivf":
+        _check_ivf_layout(root, path, dimension, count, dense.get("nlist"))
+        return
+    if kind != "flat":
+        raise damaged(root, f"the manifest names no known dense index ({str(kind)[:40]!r})")
     with path.open("rb") as handle:
         head = handle.read(_FAISS_HEADER + 8)
     size = path.stat().st_size
@@ -190,6 +284,65 @@ def check_faiss_header(root: Path, path: Path, dimension: int, count: int) -> No
         )  # fmt: skip
     if size != _FAISS_HEADER + 8 + 4 * count * dimension:
         raise damaged(root, "vectors.faiss has the wrong size for its header")
+
+
+def _check_ivf_layout(root: Path, path: Path, dimension: int, count: int, nlist: Any) -> None:
+    """An IndexIVFFlat as write_index lays it out: header, nlist and nprobe, a flat quantizer
+    of nlist centroids, an array direct map of `count` rows, array inverted lists whose sizes
+    add up to `count`, then exactly the codes and ids of those rows."""
+    if not _count(nlist) or not 0 < nlist <= max(count, 1):
+        raise damaged(root, "the manifest's IVF list count is not valid")
+    size = path.stat().st_size
+    wrong = damaged(root, "vectors.faiss is not the IVF index the manifest describes")
+
+    def fields(handle: Any, layout: str) -> tuple[Any, ...]:
+        raw = handle.read(struct.calcsize(layout))
+        if len(raw) != struct.calcsize(layout):
+            raise wrong
+        return struct.unpack(layout, raw)
+
+    with path.open("rb") as handle:
+        fourcc, d, ntotal, _, _, _, metric = fields(handle, "<4siqqqBi")
+        if fourcc != _FAISS_IVF_FLAT or d != dimension or ntotal != count or metric != 0:
+            raise wrong
+        lists, _nprobe = fields(handle, "<QQ")
+        quantizer, qd, qtotal, _, _, _, _, floats = fields(handle, "<4siqqqBiQ")
+        if lists != nlist or quantizer not in _FAISS_FLAT or qd != d or qtotal != nlist:
+            raise wrong
+        if floats != nlist * d:
+            raise wrong
+        handle.seek(4 * floats, os.SEEK_CUR)
+        map_kind, mapped = fields(handle, "<BQ")
+        if map_kind != 1 or mapped != count:
+            raise wrong
+        handle.seek(8 * mapped, os.SEEK_CUR)
+        invlists, inv_nlist, code_size, encoding, entries = fields(handle, "<4sQQ4sQ")
+        if invlists != b"ilar" or inv_nlist != nlist or code_size != 4 * d:
+            raise wrong
+        if encoding == b"full" and entries == nlist:
+            sizes = fields(handle, f"<{entries}Q")
+        elif encoding == b"sprs" and entries % 2 == 0 and entries <= 2 * nlist:
+            pairs = fields(handle, f"<{entries}Q")
+            sizes = pairs[1::2]
+            if any(i >= nlist for i in pairs[0::2]):
+                raise wrong
+        else:
+            raise wrong
+        if sum(sizes) != count or handle.tell() + count * (code_size + 8) != size:
+            raise wrong
+
+
+def check_sqlite_header(root: Path, path: Path) -> None:
+    """A SQLite database file whose header's page size times page count is its size."""
+    with path.open("rb") as handle:
+        head = handle.read(100)
+    if len(head) < 100 or not head.startswith(_SQLITE_MAGIC):
+        raise damaged(root, f"{path.name} is not a SQLite database")
+    page = int.from_bytes(head[16:18], "big")
+    page = 65_536 if page == 1 else page
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] != head[92:96] or page * pages != path.stat().st_size:
+        raise damaged(root, f"{path.name} has the wrong size for its header")
 
 
 def check_bm25_arrays(root: Path, vdir: Path, count: int) -> None:
@@ -212,8 +365,14 @@ def check_bm25_arrays(root: Path, vdir: Path, count: int) -> None:
         raise damaged(root, "bm25/ arrays disagree with each other or with the vocabulary")
 
 
+def check_npy_header(root: Path, path: Path) -> tuple[int, ...]:
+    """A plain numeric .npy vector whose header agrees with its size (numpy would otherwise
+    allocate what a forged header claims)."""
+    return _npy_shape(root, path)
+
+
 def _npy_shape(root: Path, path: Path) -> tuple[int, ...]:
-    with path.open("rb") as handle:
+    with NPY_HEADERS, path.open("rb") as handle:
         try:
             version = np.lib.format.read_magic(handle)
             if version == (1, 0):
@@ -223,40 +382,21 @@ def _npy_shape(root: Path, path: Path) -> tuple[int, ...]:
             else:
                 raise ValueError(f"npy format {version}")
         except ValueError as exc:
-            raise damaged(root, f"bm25/{path.name} has no valid .npy header ({exc})") from exc
+            raise damaged(root, f"{_part(path)} has no valid .npy header ({exc})") from exc
         header = handle.tell()
     if dtype.hasobject or dtype.kind not in "biuf" or len(shape) != 1:
-        raise damaged(root, f"bm25/{path.name} is not a plain numeric vector")
+        raise damaged(root, f"{_part(path)} is not a plain numeric vector")
     if header + prod(shape) * dtype.itemsize != path.stat().st_size:
-        raise damaged(root, f"bm25/{path.name} claims shape {shape}, not what the file holds")
+        raise damaged(root, f"{_part(path)} claims shape {shape}, not what the file holds")
     return tuple(int(n) for n in shape)
 
 
-def read_chunks(root: Path, path: Path, count: int) -> list[Chunk]:
-    """chunks.jsonl: `count` chunks with the fields and types write_index writes, ids unique."""
-    chunks: list[Chunk] = []
-    ids: set[str] = set()
-    with path.open("rb") as handle:
-        for number, raw in enumerate(handle, 1):
-            if number > count:
-                raise damaged(root, f"chunks.jsonl holds more than the {count} chunks listed")
-            try:
-                chunk = Chunk.from_dict(json.loads(raw.decode("utf-8")))
-            except (ValueError, TypeError, AttributeError) as exc:
-                raise damaged(root, f"chunks.jsonl line {number} cannot be read ({exc})") from exc
-            problem = _chunk_problem(chunk)
-            if problem is None and chunk.id in ids:
-                problem = "a duplicate id"
-            if problem:
-                raise damaged(root, f"chunks.jsonl line {number} has {problem}")
-            ids.add(chunk.id)
-            chunks.append(chunk)
-    if len(chunks) != count:
-        raise damaged(root, f"chunks.jsonl holds {len(chunks)} chunks, the manifest {count}")
-    return chunks
+def _part(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
 
 
-def _chunk_problem(chunk: Chunk) -> str | None:
+def chunk_problem(chunk: Chunk) -> str | None:
+    """What is malformed in a chunk read back from the index, or None."""
     strings = (chunk.id, chunk.text, chunk.source, chunk.title, chunk.section)
     if not all(isinstance(s, str) for s in strings):
         raise TypeError("a text field is not a string")

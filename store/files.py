@@ -1,12 +1,23 @@
 """The files backend: one directory of inspectable files, written atomically, loaded without
-pickle, searched in memory (FAISS for vectors, bm25s for keywords).
+pickle, searched from memory-mapped files (FAISS for vectors, bm25s for keywords).
 
     DIR/CURRENT                 name of the live version (replaced atomically)
-    DIR/versions/<v>/manifest.json   format, embedding model, chunking, counts, checksums
-    DIR/versions/<v>/chunks.jsonl    one chunk per line, row i = FAISS id i = BM25 doc i
+    DIR/versions/<v>/manifest.json   format, embedding model, chunking, counts, dense index
+                                     kind and parameters, columns' value counts, checksums
+    DIR/versions/<v>/chunks.sqlite   row i = FAISS id i = BM25 doc i, read per hit
+                                     (store/chunkdb.py)
+    DIR/versions/<v>/columns/        row sets of access, source, section, metadata and dates,
+                                     their distinct values, chunk positions: the caller's and
+                                     filters' row masks (store/columns.py)
     DIR/versions/<v>/files.json      per source file: content hash and chunk ids
-    DIR/versions/<v>/vectors.faiss   faiss.write_index of an inner-product flat index
-    DIR/versions/<v>/bm25/           bm25s arrays (.npy, allow_pickle=False) and vocab json
+    DIR/versions/<v>/vectors.faiss   inner-product index: exact flat below DENSE_IVF_FROM
+                                     chunks, IVF (flat lists, direct map) from there on;
+                                     memory-mapped, not read into memory
+    DIR/versions/<v>/bm25/           bm25s arrays (.npy, allow_pickle=False, memory-mapped)
+                                     and vocab json
+
+Loading checks every part (store/file_checks.py) and reads only headers, the columns and the
+BM25 vocabulary, so it costs about the same at a million chunks as at a hundred.
 
 A new version is built beside the live one and published by replacing CURRENT, so readers
 see the old index or the new one, never a mix, and a killed ingest leaves the old one live.
@@ -17,27 +28,40 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sqlite3
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from footnote.store.base import FileFailure, Lookup, PreviousState
+from footnote.store.chunkdb import ChunkTable, write_chunk_db
+from footnote.store.columns import (
+    DICTIONARY_COLUMNS,
+    MaskColumns,
+    build_columns,
+    load_columns,
+    read_values,
+    save_columns,
+)
 from footnote.store.file_checks import (
     KEY_ENV,
+    NPY_HEADERS,
     VERSION_NAME,
+    DeferredChecksums,
     check_bm25_arrays,
     check_checksums,
     check_faiss_header,
     check_manifest_fields,
+    check_npy_header,
+    check_sqlite_header,
     damaged,
     list_parts,
-    read_chunks,
     read_current,
     read_files,
     read_manifest,
@@ -49,7 +73,6 @@ from footnote.store.file_checks import (
 from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
-    FORMAT_VERSION,
     Caller,
     Chunk,
     FileRecord,
@@ -70,23 +93,49 @@ if TYPE_CHECKING:
 # never needs them.
 
 KEYWORD_TOKENIZER = "footnote-keyword-v1"
+FORMAT_VERSION = 2
+"""The files backend's layout (2: chunks in SQLite, mask columns, IVF above a size)."""
+DENSE_IVF_FROM = 50_000
+"""From this many chunks the dense index is IVF (benchmarks/dense_threshold.py,
+docs/scaling.md: exact flat search costs about N/10,000 ms per query on 2 cores)."""
+IVF_NPROBE = 32
+"""IVF lists scanned per query: recall@10 against exact search is measured by
+benchmarks/scale_files.py."""
+EXACT_BELOW_EXPECTED = 4
+"""An approximate dense pass is skipped for an exact one when fewer than this many times k
+allowed rows are expected among the rows it scans (the filter is too selective for it)."""
+
+T = TypeVar("T")
+
+
+def read_part(root: Path, part: str, read: Callable[[], T]) -> T:
+    """Run a read of one part of the index; anything unexpected is reported as damage."""
+    try:
+        return read()
+    except IndexCorrupt:
+        raise
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError,
+            sqlite3.Error) as exc:  # fmt: skip
+        raise damaged(root, f"{part} cannot be read ({exc})") from exc
 
 
 @dataclass(kw_only=True)
 class Index:
-    """A loaded index version: chunks, vectors and keyword index, row-aligned."""
+    """A loaded index version: chunks, vectors, keyword index and mask columns, row-aligned.
+
+    Only what every query needs is opened at load; chunk texts are read per hit and the file
+    records (for ingest) on first use, once their checksum is verified."""
 
     path: Path
     version: str
     manifest: dict[str, Any]
-    chunks: list[Chunk]
-    files: dict[str, FileRecord]
+    chunks: ChunkTable
     vectors: faiss.Index
     bm25: bm25s.BM25
-    _row_of: dict[str, int] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        self._row_of = {c.id: i for i, c in enumerate(self.chunks)}
+    columns: MaskColumns
+    checksums: DeferredChecksums
+    _files: dict[str, FileRecord] | None = None
+    _row_of: dict[str, int] | None = None
 
     @property
     def embedding_model(self) -> str:
@@ -96,8 +145,43 @@ class Index:
     def dimension(self) -> int:
         return int(self.manifest["embedding"]["dimension"])
 
+    @property
+    def dense(self) -> dict[str, Any]:
+        """The dense index's kind (`flat` or `ivf`) and parameters, as the manifest records."""
+        return dict(self.manifest.get("dense") or {"kind": "flat"})
+
+    @property
+    def files(self) -> dict[str, FileRecord]:
+        if self._files is None:
+            self.checksums.wait()  # never parsed before its checksum is verified
+            vdir = self.path / "versions" / self.version
+            ids = set(self.chunk_ids())
+            self._files = read_files(self.path, vdir / "files.json", ids)
+        return self._files
+
+    def check(self) -> None:
+        """IndexCorrupt once a deferred checksum was found not to match."""
+        self.checksums.check()
+
+    def chunk_ids(self) -> list[str]:
+        return read_part(self.path, "chunks.sqlite", self.chunks.ids)
+
+    def read_chunks(self, rows: Sequence[int]) -> list[Chunk]:
+        """The chunks at these rows, in order, each checked to be well-formed."""
+        self.check()
+        return read_part(self.path, "chunks.sqlite", lambda: self.chunks.many(rows))
+
     def row(self, chunk_id: str) -> int | None:
+        if self._row_of is None:
+            self._row_of = {cid: i for i, cid in enumerate(self.chunk_ids())}
         return self._row_of.get(chunk_id)
+
+    def vectors_at(self, rows: Sequence[int] | np.ndarray) -> np.ndarray:
+        found = np.asarray(rows, dtype=np.int64)
+        if len(found) == 0:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        self.check()
+        return self.vectors.reconstruct_batch(found)
 
     def all_vectors(self) -> np.ndarray:
         if self.vectors.ntotal == 0:
@@ -112,21 +196,22 @@ def current_version(root: Path) -> str | None:
 
 @dataclass(kw_only=True)
 class Catalogue:
-    """The light part of a version: manifest, file records and chunks, all checked; the
-    vectors and the keyword index are not loaded (a no-change ingest never needs them)."""
+    """The checked part of a version: the manifest, with every part's checksum, header and
+    size checked (the large parts' checksums in the background: `checksums`); the vectors,
+    the keyword index and the file records are not opened (a no-change ingest never needs
+    the first two; `read_files` reads the last)."""
 
     version: str
     directory: Path
     manifest: dict[str, Any]
-    files: dict[str, FileRecord]
-    chunks: list[Chunk]
+    checksums: DeferredChecksums
 
 
 def read_catalogue(
     root: str | Path, *, embedding_model: str | None = None, dimension: int | None = None
 ) -> Catalogue:
-    """Open the live version's manifest, file records and chunks, checking everything it
-    reads first (store/file_checks.py) and (if given) the embedding model.
+    """Open the live version's manifest, checking every part first (store/file_checks.py)
+    and (if given) the embedding model.
 
     A writer prunes old versions; a reader that read CURRENT just before a publish can find
     its version gone, so a version that fails to load is retried once CURRENT has moved on.
@@ -162,16 +247,17 @@ def _read_catalogue(
         size, count = check_manifest_fields(root, manifest)
         verify_signature(root, manifest)
         check_embeddings(manifest, root, embedding_model, dimension)
-        check_checksums(root, vdir, manifest, parts)
-        check_faiss_header(root, vdir / "vectors.faiss", size, count)
+        deferred = check_checksums(root, vdir, manifest, parts)
+        check_faiss_header(root, vdir / "vectors.faiss", size, count, manifest.get("dense"))
         check_bm25_arrays(root, vdir, count)
-        chunks = read_chunks(root, vdir / "chunks.jsonl", count)
-        files = read_files(root, vdir / "files.json", {c.id for c in chunks})
+        check_sqlite_header(root, vdir / "chunks.sqlite")
+        for name in manifest["checksums"]:
+            if name.startswith("columns/") and name.endswith(".npy"):
+                check_npy_header(root, vdir / name)
     except OSError as exc:  # a part vanished or cannot be read
         raise damaged(root, f"{Path(exc.filename or '?').name} cannot be read") from exc
-    return Catalogue(
-        version=version, directory=vdir, manifest=manifest, files=files, chunks=chunks
-    )
+    checksums = DeferredChecksums(root, vdir, manifest["checksums"], deferred)
+    return Catalogue(version=version, directory=vdir, manifest=manifest, checksums=checksums)
 
 
 def load_index(
@@ -191,26 +277,62 @@ def load_index(
 
 def _load_searchable(root: Path, catalogue: Catalogue) -> Index:
     import bm25s
-    import faiss
 
     vdir = catalogue.directory
+    manifest = catalogue.manifest
+    rows = int(manifest["counts"]["chunks"])
     # The checks above bound what the parsers below get; they still run inside a net.
-    part = "vectors.faiss"
-    try:
-        vectors = faiss.read_index(str(vdir / "vectors.faiss"))
-        part = "bm25/"
-        bm25 = bm25s.BM25.load(str(vdir / "bm25"), load_corpus=False, allow_pickle=False)
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RuntimeError) as exc:
-        raise damaged(root, f"{part} cannot be read ({exc})") from exc
+    chunks = read_part(root, "chunks.sqlite", lambda: ChunkTable(vdir / "chunks.sqlite", rows))
+    with NPY_HEADERS:
+        arrays = read_part(
+            root, "columns/", lambda: load_columns(vdir / "columns", rows, manifest.get("columns"))
+        )
+    columns = MaskColumns(
+        arrays,
+        lambda name: read_part(root, "columns/", lambda: read_values(vdir / "columns", name)),
+    )
+    dense = manifest.get("dense", {"kind": "flat"})
+    vectors = read_part(root, "vectors.faiss", lambda: _read_vectors(vdir / "vectors.faiss", dense))
+    with NPY_HEADERS:
+        bm25 = read_part(
+            root,
+            "bm25/",
+            lambda: bm25s.BM25.load(str(vdir / "bm25"), load_corpus=False, allow_pickle=False,
+                                    mmap=True),
+        )  # fmt: skip
+    if vectors.ntotal != rows:
+        raise damaged(root, f"{vectors.ntotal} vectors for {rows} chunks")
     return Index(
         path=root,
         version=catalogue.version,
-        manifest=catalogue.manifest,
-        chunks=catalogue.chunks,
-        files=catalogue.files,
+        manifest=manifest,
+        chunks=chunks,
         vectors=vectors,
         bm25=bm25,
+        columns=columns,
+        checksums=catalogue.checksums,
     )
+
+
+def _read_vectors(path: Path, dense: Any) -> faiss.Index:
+    """Memory-mapped: a flat index maps its codes in place, an IVF index its lists. The
+    type must be the one the manifest names, with the parameters it records."""
+    import faiss
+
+    kind = dense.get("kind") if isinstance(dense, dict) else None
+    flags = {"flat": faiss.IO_FLAG_MMAP_IFC, "ivf": faiss.IO_FLAG_MMAP}
+    if kind not in flags:
+        raise ValueError(f"the manifest names no known dense index ({kind!r})")
+    index = faiss.read_index(str(path), flags[kind])
+    if kind == "flat" and isinstance(index, faiss.IndexFlatIP):
+        return index
+    if kind == "ivf" and isinstance(index, faiss.IndexIVFFlat):
+        nprobe = dense.get("nprobe")
+        if dense.get("nlist") != index.nlist or not isinstance(nprobe, int) or nprobe < 1:
+            raise ValueError("its IVF parameters differ from the manifest's")
+        index.nprobe = min(nprobe, index.nlist)
+        return index
+    raise ValueError(f"{type(index).__name__} is not the {kind!r} index the manifest names")
 
 
 def write_index(
@@ -234,8 +356,6 @@ def _write_version(
     files: dict[str, FileRecord],
     manifest: dict[str, Any],
 ) -> str:
-    import faiss
-
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
     try:
@@ -244,21 +364,24 @@ def _write_version(
         previous = None  # a damaged pointer is replaced, not kept
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
-        with (staging / "chunks.jsonl").open("w", encoding="utf-8") as handle:
-            for chunk in chunks:
-                handle.write(json.dumps(chunk.to_dict(), ensure_ascii=False) + "\n")
+        arrays, dictionary = build_columns(chunks)
+        write_chunk_db(staging / "chunks.sqlite", chunks)
+        save_columns(staging / "columns", arrays, dictionary)
         (staging / "files.json").write_text(
             json.dumps({s: r.__dict__ for s, r in sorted(files.items())}, indent=1), "utf-8"
         )
-        flat = faiss.IndexFlatIP(int(manifest["embedding"]["dimension"]))
-        if len(chunks):
-            flat.add(np.ascontiguousarray(vectors, dtype=np.float32))
-        faiss.write_index(flat, str(staging / "vectors.faiss"))
+        dense = _write_vectors(
+            staging / "vectors.faiss",
+            np.ascontiguousarray(vectors, dtype=np.float32),
+            int(manifest["embedding"]["dimension"]),
+        )
         _write_bm25(staging / "bm25", chunks)
         manifest = {
             **manifest,
             "format_version": FORMAT_VERSION,
             "counts": {"files": len(files), "chunks": len(chunks)},
+            "dense": dense,
+            "columns": {name: len(dictionary[name]) for name in DICTIONARY_COLUMNS},
             "keyword_tokenizer": KEYWORD_TOKENIZER,
             "created_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
             "checksums": {
@@ -290,6 +413,31 @@ def _write_version(
         raise
     _prune(versions, keep={version, previous} - {None})
     return version
+
+
+def _write_vectors(path: Path, vectors: np.ndarray, dimension: int) -> dict[str, Any]:
+    """Exact flat index below DENSE_IVF_FROM rows, IVF above; returns what the manifest
+    records of it. The IVF keeps full vectors in its lists (so nprobe = nlist is exact search,
+    the fallback) and a direct map (so rows can be reconstructed for grading and reuse)."""
+    import faiss
+
+    rows = len(vectors)
+    if rows < DENSE_IVF_FROM:
+        flat = faiss.IndexFlatIP(dimension)
+        if rows:
+            flat.add(vectors)
+        faiss.write_index(flat, str(path))
+        return {"kind": "flat"}
+    nlist = int(np.sqrt(rows))
+    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(dimension), dimension, nlist,
+                             faiss.METRIC_INNER_PRODUCT)  # fmt: skip
+    sample = np.random.default_rng(0).choice(rows, min(rows, 32 * nlist), replace=False)
+    ivf.train(vectors[np.sort(sample)])
+    ivf.add(vectors)
+    ivf.make_direct_map()
+    faiss.write_index(ivf, str(path))
+    return {"kind": "ivf", "nlist": nlist, "nprobe": IVF_NPROBE, "trained_on": len(sample),
+            "threshold": DENSE_IVF_FROM}  # fmt: skip
 
 
 def _write_bm25(directory: Path, chunks: list[Chunk]) -> None:
@@ -345,12 +493,13 @@ class FilesWriter:
             if current_version(self.root) is None:
                 return None
             catalogue = read_catalogue(self.root)
+            files = read_catalogue_files(self.root, catalogue)
         except IndexError_:
             return None
         return PreviousState(
             version=catalogue.version,
             manifest=catalogue.manifest,
-            files=catalogue.files,
+            files=files,
             lookup=_faiss_lookup(self.root, catalogue.version),
         )
 
@@ -376,37 +525,52 @@ class FilesWriter:
         )
 
 
+def read_catalogue_files(root: Path, catalogue: Catalogue) -> dict[str, FileRecord]:
+    """The version's file records, once every part's checksum is verified, naming only
+    chunks the version holds."""
+    catalogue.checksums.wait()
+    rows = int(catalogue.manifest["counts"]["chunks"])
+    path = catalogue.directory / "chunks.sqlite"
+    ids = read_part(root, "chunks.sqlite", lambda: ChunkTable(path, rows).ids())
+    if len(set(ids)) != len(ids):
+        raise damaged(root, "chunks.sqlite holds a duplicate chunk id")
+    return read_files(root, catalogue.directory / "files.json", set(ids))
+
+
 def _faiss_lookup(root: Path, version: str) -> Lookup:
     """Chunks and vectors of `version`, loaded on the first call: ingest asks for them only
     when it writes a new version, so a run with nothing to do never reads the vectors."""
-    loaded: dict[str, Any] = {}
+    loaded: dict[str, Index | None] = {}
 
     def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
         if "index" not in loaded:
             try:
                 index: Index | None = load_index(root)
+                if index is not None:
+                    index.checksums.wait()  # reused chunks and vectors must be the verified ones
             except IndexError_:
                 index = None
             if index is not None and index.version != version:
                 index = None  # replaced since ingest started: reuse nothing from it
             loaded["index"] = index
-            loaded["vectors"] = index.all_vectors() if index is not None else None
         index = loaded["index"]
         if index is None:
             return [] if partial else None
         rows = [index.row(cid) for cid in ids]
         if not partial and any(r is None for r in rows):
             return None
-        return [(index.chunks[r], loaded["vectors"][r]) for r in rows if r is not None]
+        found = [r for r in rows if r is not None]
+        chunks = index.read_chunks(found)
+        return list(zip(chunks, index.vectors_at(found), strict=True))
 
     return lookup
 
 
 class FilesReader:
-    """Searches one loaded version in memory; thread-safe, as a loaded version never changes.
+    """Searches one loaded version; thread-safe, as a loaded version never changes.
 
-    Its selection is a boolean row mask, computed once per request and shared by every
-    search of that request.
+    Its selection is a boolean row mask computed from the mask columns (store/columns.py),
+    once per request and shared by every search of that request.
     """
 
     def __init__(self, index: Index) -> None:
@@ -416,52 +580,48 @@ class FilesReader:
         self.manifest = index.manifest
         self._n = len(index.chunks)
         self._doc_freq = np.diff(np.asarray(index.bm25.scores["indptr"]))
-        self._all_vectors: np.ndarray | None = None
+        self.dense_kind = index.dense["kind"]
 
     def select(self, caller: Caller, filters: Filters | None = None) -> np.ndarray:
-        return np.fromiter(
-            (
-                caller.may_see(c) and (filters is None or filters.matches(c))
-                for c in self.index.chunks
-            ),
-            dtype=bool,
-            count=self._n,
-        )
+        """Rows this caller may see that pass the filters: array operations over the columns,
+        equal to `caller.may_see(c) and filters.matches(c)` for every chunk c."""
+        self.index.check()  # a malformed filter is the caller's ValueError, not damage
+        return self.index.columns.mask(caller, filters)
 
     def keyword(self, query: str, k: int, selection: np.ndarray) -> list[Hit]:
         """BM25 over the stored keyword index."""
+        self.index.check()
         tokens = [t for t in keyword_tokens(query) if t in self.index.bm25.vocab_dict]
-        if not tokens or self._n == 0:
+        if not tokens or self._n == 0 or k <= 0:
             return []
         scores = np.asarray(self.index.bm25.get_scores(tokens), dtype=np.float32)[: self._n]
-        return self._top(np.where(selection & (scores > 0), scores, -np.inf), k)
+        return self._hits(*_top(np.where(selection & (scores > 0), scores, -np.inf), k))
 
     def dense(self, vector: np.ndarray, k: int, selection: np.ndarray) -> list[Hit]:
-        allowed = np.flatnonzero(selection)
-        if len(allowed) == 0 or k <= 0:
+        """Top k allowed rows by inner product. Exact on a flat index; on an IVF index an
+        approximate pass first, re-run exactly (every list scanned) if it returns fewer than
+        k allowed rows, or skipped for the exact pass when the selection is so narrow that
+        too few allowed rows are expected in the lists it would scan. So a selective filter
+        still gets k hits when k exist."""
+        self.index.check()
+        allowed = int(np.count_nonzero(selection))
+        if allowed == 0 or k <= 0:
             return []
-        k = min(k, len(allowed))
-        params = None
-        selector = None  # must outlive the search: faiss keeps only a raw pointer to it
-        if len(allowed) < self._n:
-            import faiss
-
-            selector = faiss.IDSelectorBatch(allowed.astype(np.int64))
-            params = faiss.SearchParameters()
-            params.sel = selector
-        scores, rows = self.index.vectors.search(
-            vector[None, :].astype(np.float32), k, params=params
-        )
-        return [
-            Hit(self.index.chunks[r], float(s), int(r))
-            for s, r in zip(scores[0], rows[0], strict=True)
-            if r >= 0
-        ]
+        k = min(k, allowed)
+        query = np.ascontiguousarray(vector[None, :], dtype=np.float32)
+        bits = None if allowed == self._n else np.packbits(selection, bitorder="little")
+        vectors = self.index.vectors
+        if self.dense_kind != "ivf":
+            return self._hits(*dense_search(vectors, query, k, bits, None))
+        nprobe, nlist = int(vectors.nprobe), int(vectors.nlist)  # type: ignore[attr-defined]
+        if allowed * nprobe / nlist >= EXACT_BELOW_EXPECTED * k:
+            scores, rows = dense_search(vectors, query, k, bits, nprobe)
+            if len(rows) == k:
+                return self._hits(scores, rows)
+        return self._hits(*dense_search(vectors, query, k, bits, nlist))
 
     def vectors(self, rows: Sequence[int]) -> np.ndarray:
-        if self._all_vectors is None:
-            self._all_vectors = self.index.all_vectors()
-        return self._all_vectors[np.asarray(rows, dtype=np.int64)]
+        return self.index.vectors_at(rows)
 
     def document_frequencies(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
         vocab = self.index.bm25.vocab_dict
@@ -472,11 +632,40 @@ class FilesReader:
     def snapshot(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def _top(self, scores: np.ndarray, k: int) -> list[Hit]:
-        finite = np.flatnonzero(np.isfinite(scores))
-        if len(finite) == 0 or k <= 0:
-            return []
-        k = min(k, len(finite))
-        best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
-        best = best[np.argsort(-scores[best], kind="stable")]
-        return [Hit(self.index.chunks[r], float(scores[r]), int(r)) for r in best]
+    def _hits(self, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
+        chunks = self.index.read_chunks(rows.tolist())
+        return [Hit(c, float(s), int(r)) for c, s, r in zip(chunks, scores, rows, strict=True)]
+
+
+_NO_ROWS = (np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64))
+
+
+def _top(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    finite = np.flatnonzero(np.isfinite(scores))
+    if len(finite) == 0 or k <= 0:
+        return _NO_ROWS
+    k = min(k, len(finite))
+    best = finite[np.argpartition(-scores[finite], k - 1)[:k]]
+    best = best[np.argsort(-scores[best], kind="stable")]
+    return scores[best], best
+
+
+def dense_search(
+    vectors: faiss.Index, query: np.ndarray, k: int, bits: np.ndarray | None, nprobe: int | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """One FAISS search restricted to the rows set in `bits` (a little-endian bitmap; None
+    for all rows), with `nprobe` lists scanned on an IVF index; (scores, rows) found."""
+    import faiss
+
+    params = faiss.SearchParameters()
+    if nprobe is not None:
+        params = faiss.SearchParametersIVF()
+        params.nprobe = nprobe
+    selector = None  # must outlive the search: faiss keeps only a raw pointer to it
+    if bits is not None:
+        selector = faiss.IDSelectorBitmap(vectors.ntotal, faiss.swig_ptr(bits))
+        params.sel = selector
+    scores, rows = vectors.search(query, k, params=params)
+    found = rows[0] >= 0
+    del selector
+    return scores[0][found], rows[0][found].astype(np.int64)

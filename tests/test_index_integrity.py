@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import shutil
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -81,13 +82,14 @@ def tamper_file_link(index: Path, tmp: Path) -> None:
 
 def tamper_emptied_checksums(index: Path, tmp: Path) -> None:
     vdir = vdir_of(index)
-    lines = (vdir / "chunks.jsonl").read_text().splitlines()
-    opened = []
-    for line in lines:
-        chunk = json.loads(line)
-        chunk["access"] = ["everyone"]
-        opened.append(json.dumps(chunk))
-    (vdir / "chunks.jsonl").write_text("\n".join(opened) + "\n")
+    with sqlite3.connect(vdir / "chunks.sqlite") as conn:
+        for row, data in conn.execute("SELECT row, data FROM chunks").fetchall():
+            chunk = json.loads(data)
+            chunk["access"] = ["everyone"]
+            conn.execute("UPDATE chunks SET data = ? WHERE row = ?", (json.dumps(chunk), row))
+    conn.close()
+    values = vdir / "columns" / "access.values.json"
+    values.write_text(json.dumps([["everyone"]] * len(json.loads(values.read_text()))))
     rewrite_manifest(index, lambda m: m.__setitem__("checksums", {}))
 
 
@@ -106,6 +108,31 @@ def tamper_huge_npy_header(index: Path, tmp: Path) -> None:
         )
         handle.write(array.tobytes())
     rehash(index, "bm25/data.csc.index.npy")
+
+
+def tamper_huge_column_header(index: Path, tmp: Path) -> None:
+    path = vdir_of(index) / "columns" / "access.rows.npy"
+    array = np.load(path)
+    with path.open("wb") as handle:  # a mask column claiming 100 billion rows
+        np.lib.format.write_array_header_1_0(
+            handle, {"descr": "<i4", "fortran_order": False, "shape": (100_000_000_000,)}
+        )
+        handle.write(array.tobytes())
+    rehash(index, "columns/access.rows.npy")
+
+
+def tamper_column_rows_outside(index: Path, tmp: Path) -> None:
+    path = vdir_of(index) / "columns" / "access.rows.npy"
+    array = np.load(path)
+    array[0] = 1 << 30  # a row the index does not hold
+    np.save(path, array, allow_pickle=False)
+    rehash(index, "columns/access.rows.npy")
+
+
+def tamper_truncated_sqlite(index: Path, tmp: Path) -> None:
+    path = vdir_of(index) / "chunks.sqlite"
+    path.write_bytes(path.read_bytes()[:-512])
+    rehash(index, "chunks.sqlite")
 
 
 def tamper_vector_dimension(index: Path, tmp: Path) -> None:
@@ -128,6 +155,9 @@ TAMPERS = {
     "checksum-name-escapes": tamper_checksum_escape,
     "npy-header-claims-huge-shape": tamper_huge_npy_header,
     "vectors-of-another-dimension": tamper_vector_dimension,
+    "column-header-claims-huge-shape": tamper_huge_column_header,
+    "column-names-rows-outside-the-index": tamper_column_rows_outside,
+    "sqlite-shorter-than-its-header": tamper_truncated_sqlite,
 }
 
 
@@ -277,3 +307,49 @@ def test_concurrent_writers_and_readers_never_see_a_broken_index(tmp_path: Path)
     assert failures == []
     final = {c.source for c in load_index(index).chunks}
     assert ("only-a.md" in final) != ("only-b.md" in final)
+
+
+def test_large_parts_are_hashed_after_load_and_searches_then_refused(
+    tmp_path: Path, handbook_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With every part above the eager-hash size (as at scale), a tampered chunk database
+    loads on its header and size, and its checksum mismatch, found in the background, makes
+    every later search end in IndexCorrupt."""
+    from footnote.store import file_checks
+    from footnote.store.files import FilesReader
+    from footnote.store.types import Caller
+
+    monkeypatch.setattr(file_checks, "EAGER_HASH_BYTES", 0)
+    index = tmp_path / "index"
+    shutil.copytree(handbook_index, index)
+    path = vdir_of(index) / "chunks.sqlite"
+    data = bytearray(path.read_bytes())
+    at = data.index(b"90 days")
+    data[at : at + 2] = b"10"
+    path.write_bytes(bytes(data))
+
+    loaded = load_index(index)
+    assert "chunks.sqlite" in loaded.checksums.names
+    with pytest.raises(IndexCorrupt, match="chunks.sqlite does not match its checksum"):
+        loaded.checksums.wait(timeout=30)
+    reader = FilesReader(loaded)
+    with pytest.raises(IndexCorrupt, match="chunks.sqlite"):
+        reader.select(Caller(groups=frozenset({"everyone"})))
+    with pytest.raises(IndexCorrupt, match="chunks.sqlite"):
+        _ = loaded.files
+
+
+def test_access_columns_are_hashed_at_load_whatever_their_size(
+    tmp_path: Path, handbook_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from footnote.store import file_checks
+
+    monkeypatch.setattr(file_checks, "EAGER_HASH_BYTES", 0)
+    index = tmp_path / "index"
+    shutil.copytree(handbook_index, index)
+    path = vdir_of(index) / "columns" / "access.values.json"
+    path.write_text(json.dumps([["everyone"]] * len(json.loads(path.read_text()))) + " ")
+    with pytest.raises(IndexCorrupt, match="columns/access.values.json does not match"):
+        load_index(index)
+    monkeypatch.undo()
+    assert load_index(handbook_index).checksums.names == []  # small: all hashed at load

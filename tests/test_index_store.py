@@ -154,7 +154,7 @@ def test_no_chunk_exceeds_the_model_limit(tmp_path: Path, handbook_index: Path) 
 
     counter = load_embeddings()
     assert isinstance(counter, MiniLMEmbeddings)
-    chunks = load_index(index).chunks + load_index(handbook_index).chunks
+    chunks = [*load_index(index).chunks, *load_index(handbook_index).chunks]
     sizes = {c.id: counter.count_tokens(embedding_text(c)) for c in chunks}
     too_big = {cid: n for cid, n in sizes.items() if n > MINILM_MAX_TOKENS}
     assert too_big == {}
@@ -283,16 +283,26 @@ def test_pickled_index_file_fails_cleanly_in_cli(
 
 
 @pytest.mark.parametrize(
-    "name", ["chunks.jsonl", "files.json", "vectors.faiss", "bm25/vocab.index.json"]
+    "name",
+    [
+        "chunks.sqlite",
+        "columns/access.rows.npy",
+        "columns/access.values.json",
+        "files.json",
+        "vectors.faiss",
+        "bm25/vocab.index.json",
+    ],
 )
 def test_tampered_file_is_reported_by_name(tmp_path: Path, handbook_index: Path, name: str) -> None:
     index = tmp_path / "index"
     shutil.copytree(handbook_index, index)
     path = version_dir(index) / name
     data = bytearray(path.read_bytes())
-    if name == "chunks.jsonl":
+    if name == "chunks.sqlite":
         at = data.index(b"90 days")
-        data[at : at + 2] = b"10"  # still valid JSON, silently wrong
+        data[at : at + 2] = b"10"  # still a valid database and valid JSON, silently wrong
+    elif name == "columns/access.values.json":
+        data = bytearray(json.dumps([["everyone"]] * len(json.loads(data))).encode())
     else:
         data[len(data) // 2] ^= 0x01
     path.write_bytes(bytes(data))

@@ -147,4 +147,3 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert "footnote.store.postgres.PostgresWriter" in names  # imported inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
-
