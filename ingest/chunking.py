@@ -8,6 +8,7 @@ title and heading path, so the prefix is counted in the budget too.
 
 from __future__ import annotations
 
+import bisect
 import re
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
@@ -165,8 +166,36 @@ class Chunker:
         return size * _MAX_CHARS_PER_TOKEN
 
     def _windows(self, run: str, size: int) -> list[str]:
-        """Greedy windows of at most `size` tokens and `_max_chars` characters, each found by
-        bisection, so a long run costs a few tokenizer calls per window."""
+        """Greedy windows of at most `size` tokens and `_max_chars` characters.
+
+        With a counter that reports where its tokens end (`token_ends`), the run is
+        tokenised once and each window costs one check; otherwise each window is found by
+        bisection, a few tokenizer calls per window. A 400 KB single-line file is thousands
+        of windows, so the difference is seconds against minutes.
+        """
+        token_ends = getattr(self.counter, "token_ends", None)
+        if token_ends is None:
+            return self._windows_by_bisection(run, size)
+        limit = self._max_chars(size)
+        ends: list[int] = token_ends(run)
+        room = max(1, size - self.counter.count_tokens(""))  # [CLS] and [SEP] take their share
+        windows: list[str] = []
+        start = 0
+        while start < len(run):
+            first = bisect.bisect_right(ends, start)  # the first token ending after `start`
+            last = min(len(ends) - 1, first + room - 1)
+            end = min(ends[last] if first < len(ends) else len(run), start + limit)
+            end = max(end, start + 1)
+            if end < len(run):
+                end = self._end_at_space(run, start, end)
+            while end - start > 1 and self.counter.count_tokens(run[start:end]) > size:
+                end = start + (end - start) * 9 // 10  # a word re-tokenised apart grew
+            if run[start:end].strip():
+                windows.append(run[start:end].strip())
+            start = end
+        return windows
+
+    def _windows_by_bisection(self, run: str, size: int) -> list[str]:
         limit = self._max_chars(size)
         windows: list[str] = []
         start = 0
@@ -179,14 +208,19 @@ class Chunker:
                 else:
                     high = middle - 1
             end = low
-            if end < len(run):  # end at a space when there is one in the window's second half
-                half = start + (end - start) // 2
-                space = max(run.rfind(" ", half, end), run.rfind("\n", half, end))
-                end = space + 1 if space > start else end
+            if end < len(run):
+                end = self._end_at_space(run, start, end)
             if run[start:end].strip():
                 windows.append(run[start:end].strip())
             start = end
         return windows
+
+    @staticmethod
+    def _end_at_space(run: str, start: int, end: int) -> int:
+        """End at a space when there is one in the window's second half."""
+        half = start + (end - start) // 2
+        space = max(run.rfind(" ", half, end), run.rfind("\n", half, end))
+        return space + 1 if space > start else end
 
     def _hard_trim(self, prefix: str, piece: str) -> str:
         """Last resort for unsplittable runs (a huge token-dense line): cut by words."""

@@ -78,6 +78,19 @@ class MiniLMEmbeddings(Embeddings):
         self._load()
         return len(self._counter.encode(text).ids)
 
+    def token_ends(self, text: str) -> list[int]:
+        """Where each of the text's tokens ends (character offsets, special tokens left
+        out): the chunker cuts a long run into windows from one tokenisation."""
+        self._load()
+        encoding = self._counter.encode(text)
+        return [
+            end
+            for (_, end), special in zip(
+                encoding.offsets, encoding.special_tokens_mask, strict=True
+            )
+            if not special
+        ]
+
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
         """Embed texts as a float32 (n, 384) array, in batches of similar token count.
 

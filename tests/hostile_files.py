@@ -361,6 +361,9 @@ class HashEmbeddings:
     def count_tokens(self, text: str) -> int:
         return self._counter.count_tokens(text)
 
+    def token_ends(self, text: str) -> list[int]:
+        return self._counter.token_ends(text)
+
     def embed_array(self, texts: list[str]) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for row, text in enumerate(texts):
