@@ -1,0 +1,233 @@
+"""The whole graph against a real llama.cpp server (llama-cpp-python + SmolLM2-135M-Instruct).
+
+The model is `init_chat_model("openai:smollm2", base_url=...)`, built by the graph from its
+context as for any OpenAI-compatible server. The server is started once per module on a free
+loopback port and stopped by PID. If it cannot be found, built or started, these tests fail:
+`./dev test` installs it, and a skipped test would hide a broken local-model path.
+
+SmolLM2-135M is too small to answer well; what is checked is the wiring: grading through a
+structured-output method the server accepts, an answer cut at the budget, citations checked,
+tokens streamed.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langchain_core.messages import AIMessageChunk
+
+from footnote.graph.graph import make_graph
+from tests.llama_server import (
+    MODEL_ALIAS,
+    LlamaServer,
+    LlamaServerError,
+    start_server,
+    stop_server,
+)
+from tests.stub_openai import LLAMA_CPP_NULL_CONTENT_ERROR, LLAMA_CPP_RESPONSE_FORMAT_ERROR
+
+pytestmark = pytest.mark.integration
+
+QUESTION = "How often do I have to change my API key?"
+ANSWER_BUDGET = 48
+CITE_SEVEN = (
+    "You answer questions from numbered sources. Reply with one short sentence from the "
+    "sources and end it with the citation [7]."
+)
+"""An instruction the tiny model follows often enough to produce a citation that names no
+source (only sources 1-4 exist), so that removal is seen against the real server."""
+
+
+@pytest.fixture(scope="module")
+def llama(monkeypatch_module: pytest.MonkeyPatch) -> Iterator[LlamaServer]:
+    try:
+        server = start_server()
+    except LlamaServerError as exc:
+        pytest.fail(f"llama.cpp server unavailable: {exc}")
+    yield server
+    code = stop_server(server)
+    assert server.process.poll() is not None, "server still running after stop"
+    assert code is not None
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{server.base_url}/models", timeout=2)
+
+
+@pytest.fixture(scope="module")
+def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OPENAI_API_KEY", "sk-local-not-a-real-key")
+        patch.delenv("OPENAI_BASE_URL", raising=False)
+        patch.setenv("LANGSMITH_TRACING", "false")
+        patch.setenv("NO_PROXY", "127.0.0.1,localhost")
+        patch.setenv("no_proxy", "127.0.0.1,localhost")
+        yield patch
+
+
+def context(server: LlamaServer, index: Path, **overrides: Any) -> dict[str, Any]:
+    return {
+        "model": f"openai:{MODEL_ALIAS}",
+        "model_base_url": server.base_url,
+        "model_timeout_s": 120.0,
+        "max_answer_tokens": ANSWER_BUDGET,
+        "keep_k": 4,
+        "max_retrieval_attempts": 1,
+        "index_dir": str(index),
+        **overrides,
+    }
+
+
+def streamed_run(graph: Any, ctx: dict[str, Any]) -> tuple[dict[str, Any], list[Any], list[Any]]:
+    """Final state, the answer's streamed chunks, and the custom events of one run."""
+    final: dict[str, Any] = {}
+    chunks: list[AIMessageChunk] = []
+    events: list[dict[str, Any]] = []
+    for mode, payload in graph.stream(
+        {"messages": [{"role": "user", "content": QUESTION}]},
+        context=ctx,
+        stream_mode=["values", "messages", "custom"],
+    ):
+        if mode == "values":
+            final = payload
+        elif mode == "custom":
+            events.append(payload)
+        elif payload[1].get("langgraph_node") == "generate":
+            chunks.append(payload[0])
+    return final, chunks, events
+
+
+def citation_numbers(text: str) -> set[int]:
+    return {int(n) for n in re.findall(r"\[(\d+)\]", text)}
+
+
+def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path) -> None:
+    graph = make_graph()
+    started = time.monotonic()
+    final, chunks, events = streamed_run(
+        graph, context(llama, handbook_index, system_prompt=CITE_SEVEN)
+    )
+    elapsed = time.monotonic() - started
+
+    # Grading: json_schema is refused by this server, function calling is used, no fallback.
+    graded = [e for e in events if e["event"] == "graded"]
+    assert graded and graded[0]["method"] == "function_calling", events
+    assert not [n for n in final["notices"] if "Grading fell back" in n], final["notices"]
+    assert final["route"][2] == "call_retriever", "the named tool was called by the model"
+
+    # Streaming: the answer arrived as several chunks.
+    assert final["documents"], final["route"]
+    assert len(chunks) > 2
+    raw = "".join(str(c.content) for c in chunks)
+    assert raw.strip()
+
+    # Budget: the server stopped the answer at max_answer_tokens.
+    answer_message = chunks[0]
+    for chunk in chunks[1:]:
+        answer_message = answer_message + chunk
+    assert answer_message.response_metadata.get("finish_reason") in ("stop", "length")
+    assert llama.count_tokens(raw) <= ANSWER_BUDGET + 2  # re-tokenising may merge differently
+
+    # Citations: numbers that name no source are removed and reported; the rest are listed.
+    sources = len(final["documents"])
+    answer = final["messages"][-1].content
+    invalid = sorted(n for n in citation_numbers(raw) if not 1 <= n <= sources)
+    assert final["invalid_citations"] == invalid
+    assert all(1 <= n <= sources for n in citation_numbers(answer))
+    assert [c["n"] for c in final["citations"]] == sorted(citation_numbers(answer))
+    if invalid:
+        assert any("Removed citation(s)" in n for n in final["notices"])
+    print(f"\nllama.cpp run: {elapsed:.1f} s, answer {raw!r}, invalid {invalid}")
+
+
+def test_an_invalid_citation_is_removed(llama: LlamaServer, handbook_index: Path) -> None:
+    """At least one of a few runs cites [7] (no such source); each is removed and reported."""
+    graph = make_graph()
+    ctx = context(llama, handbook_index, system_prompt=CITE_SEVEN, max_answer_tokens=32)
+    for _ in range(3):
+        final, chunks, _events = streamed_run(graph, ctx)
+        raw = "".join(str(c.content) for c in chunks)
+        if 7 in citation_numbers(raw):
+            assert 7 in final["invalid_citations"]
+            assert "[7]" not in final["messages"][-1].content
+            assert any("[7]" in n for n in final["notices"])
+            return
+    pytest.fail(f"the model never cited [7] in 3 runs; last answer: {raw!r}")
+
+
+def test_stub_dialect_matches_the_server(llama: LlamaServer) -> None:
+    """What tests/stub_openai.py's llama.cpp dialect claims, checked against the real server."""
+    chat = f"{llama.base_url}/chat/completions"
+    base = {"model": MODEL_ALIAS, "max_tokens": 8}
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}}
+    refused = httpx.post(
+        chat,
+        json={
+            **base,
+            "messages": [{"role": "user", "content": "x?"}],
+            "response_format": {
+                "type": "json_schema",
+                "json_schema": {"name": "s", "schema": schema},
+            },
+        },
+        timeout=60,
+    )
+    assert refused.status_code == 500
+    assert LLAMA_CPP_RESPONSE_FORMAT_ERROR in refused.text
+
+    null_content = httpx.post(
+        chat,
+        json={
+            **base,
+            "messages": [
+                {"role": "user", "content": "x?"},
+                {"role": "assistant", "content": None},
+                {"role": "user", "content": "y?"},
+            ],
+        },
+        timeout=60,
+    )
+    assert null_content.status_code == 500
+    assert LLAMA_CPP_NULL_CONTENT_ERROR in null_content.text
+
+    tool = {
+        "type": "function",
+        "function": {
+            "name": "search_documents",
+            "parameters": {"type": "object", "properties": {"query": {"type": "string"}}},
+        },
+    }
+    messages = [{"role": "user", "content": "Search the documents for key rotation."}]
+    offered = httpx.post(chat, json={**base, "messages": messages, "tools": [tool]}, timeout=60)
+    assert offered.status_code == 200
+    assert not offered.json()["choices"][0]["message"].get("tool_calls")
+    named = httpx.post(
+        chat,
+        json={
+            **base,
+            "max_tokens": 64,
+            "messages": messages,
+            "tools": [tool],
+            "tool_choice": {"type": "function", "function": {"name": "search_documents"}},
+        },
+        timeout=60,
+    )
+    assert named.json()["choices"][0]["message"]["tool_calls"][0]["function"]["name"] == (
+        "search_documents"
+    )
+
+    cut = httpx.post(
+        chat,
+        json={
+            **base,
+            "max_tokens": 5,
+            "messages": [{"role": "user", "content": "Tell a long story."}],
+        },
+        timeout=60,
+    ).json()
+    assert cut["usage"]["completion_tokens"] <= 5
+    assert cut["choices"][0]["finish_reason"] == "length"
