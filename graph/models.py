@@ -254,6 +254,11 @@ class ChatModels:
                 kwargs["streaming"] = True
         elif provider == "ollama":
             kwargs["client_kwargs"] = {"timeout": context.model_timeout_s}
+        if role == "internal":
+            # Nobody reads an internal call's tokens, and a streamed tool call is only as
+            # good as the server's deltas: llama.cpp repeats the function name in every
+            # chunk, which merges into "search_documentssearch_documents...".
+            kwargs["disable_streaming"] = True
         return init_chat_model(context.model, **kwargs)
 
     def _model_key(self, context: Context) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -10,7 +11,7 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, create_model
 
 from footnote.graph import offline, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
@@ -37,6 +38,27 @@ class SourceGrades(BaseModel):
 
     scores: list[int] = Field(
         description="One score from 0 to 10 per source, in the order the sources are numbered."
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def grades_for(count: int) -> type[SourceGrades]:
+    """SourceGrades with exactly `count` scores of 0-10 in its schema. A server that turns
+    the schema into a grammar (llama.cpp) then cannot return the wrong number of grades,
+    which a small model otherwise often does. Scores out of range are clamped, not refused."""
+    return create_model(
+        "SourceGrades",
+        __base__=SourceGrades,
+        __doc__=SourceGrades.__doc__,
+        scores=(
+            list[int],
+            Field(
+                min_length=count,
+                max_length=count,
+                description=f"Exactly {count} scores from 0 to 10, one per source, in the "
+                "order the sources are numbered.",
+            ),
+        ),
     )
 
 
@@ -175,7 +197,19 @@ class AnswerNodes:
             internal_call("call_retriever", trace_metadata(context, state)),
         )
         if isinstance(response, AIMessage) and response.tool_calls:
-            return self._search_update(response, "call_retriever")
+            if all(_usable_query(call.get("args", {})) for call in response.tool_calls):
+                return self._search_update(response, "call_retriever")
+            # A forced call from a small model can carry an empty or non-text query.
+            runtime.stream_writer({"event": "fallback_search", "query": state.query})
+            update = self._search_update(
+                _search_call(state.query, fallback="model's search call had no usable query"),
+                "call_retriever:fallback_search",
+            )
+            update["notices"] = [
+                "The model's search call had no usable query; Footnote searched with the "
+                "rewritten query itself."
+            ]
+            return update
         asked = {
             "named": "asked for it by name",
             "offered": "offered the tool",
@@ -238,7 +272,7 @@ class AnswerNodes:
         try:
             result, method = self.models.structured(
                 context,
-                SourceGrades,
+                grades_for(len(candidates)),
                 prompts.GRADE_PROMPT.format(question=question, sources=format_sources(docs)),
                 internal_call("grade_documents", trace_metadata(context)),
             )
@@ -353,6 +387,12 @@ def _search_call(query: str, fallback: str = "") -> AIMessage:
         ],
         response_metadata={"footnote_fallback_search": fallback} if fallback else {},
     )
+
+
+def _usable_query(args: Any) -> bool:
+    """A search call's arguments name a query with at least one word in it."""
+    query = args.get("query") if isinstance(args, dict) else None
+    return isinstance(query, str) and any(ch.isalnum() for ch in query)
 
 
 def _has_citation(text: str) -> bool:
