@@ -37,8 +37,7 @@ pytestmark = pytest.mark.integration
 QUESTION = "How often do I have to change my API key?"
 ANSWER_BUDGET = 48
 CITE_SEVEN = (
-    "You answer questions from numbered sources. Reply with one short sentence from the "
-    "sources and end it with the citation [7]."
+    "Reply with exactly this sentence and nothing else: API keys are rotated every 90 days [7]."
 )
 """An instruction the tiny model follows often enough to produce a citation that names no
 source (only sources 1-4 exist), so that removal is seen against the real server."""
@@ -96,7 +95,9 @@ def streamed_run(graph: Any, ctx: dict[str, Any]) -> tuple[dict[str, Any], list[
             final = payload
         elif mode == "custom":
             events.append(payload)
-        elif payload[1].get("langgraph_node") == "generate":
+        elif payload[1].get("langgraph_node") == "generate" and isinstance(
+            payload[0], AIMessageChunk
+        ):  # the tokens as they came; the node's final, verified message follows them
             chunks.append(payload[0])
     return final, chunks, events
 
@@ -113,9 +114,9 @@ def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path)
     )
     elapsed = time.monotonic() - started
 
-    # Grading: json_schema is refused by this server, function calling is used, no fallback.
+    # Grading: json_schema is refused by this server, a method it accepts is used, no fallback.
     graded = [e for e in events if e["event"] == "graded"]
-    assert graded and graded[0]["method"] == "function_calling", events
+    assert graded and graded[0]["method"] in ("function_calling", "json_mode"), events
     assert not [n for n in final["notices"] if "Grading fell back" in n], final["notices"]
     assert final["route"][2] == "call_retriever", "the named tool was called by the model"
 
@@ -145,18 +146,23 @@ def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path)
 
 
 def test_an_invalid_citation_is_removed(llama: LlamaServer, handbook_index: Path) -> None:
-    """At least one of a few runs cites [7] (no such source); each is removed and reported."""
+    """At least one of a few runs cites a number that names no source (the prompt asks for
+    [7], and with one source kept any other number names none); each is removed and reported."""
     graph = make_graph()
-    ctx = context(llama, handbook_index, system_prompt=CITE_SEVEN, max_answer_tokens=32)
-    for _ in range(3):
+    ctx = context(llama, handbook_index, system_prompt=CITE_SEVEN, max_answer_tokens=40, keep_k=1)
+    raw = ""
+    for _ in range(6):
         final, chunks, _events = streamed_run(graph, ctx)
         raw = "".join(str(c.content) for c in chunks)
-        if 7 in citation_numbers(raw):
-            assert 7 in final["invalid_citations"]
-            assert "[7]" not in final["messages"][-1].content
-            assert any("[7]" in n for n in final["notices"])
+        sources = len(final["documents"])
+        invalid = sorted(n for n in citation_numbers(raw) if not 1 <= n <= sources)
+        if invalid:
+            assert final["invalid_citations"] == invalid
+            answer = final["messages"][-1].content
+            assert not citation_numbers(answer) & set(invalid), answer
+            assert any(f"[{invalid[0]}]" in n for n in final["notices"]), final["notices"]
             return
-    pytest.fail(f"the model never cited [7] in 3 runs; last answer: {raw!r}")
+    pytest.fail(f"the model cited no missing source in 6 runs; last answer: {raw!r}")
 
 
 def test_stub_dialect_matches_the_server(llama: LlamaServer) -> None:

@@ -135,7 +135,11 @@ def test_streamed_run_uses_server_sent_events(stub: StubOpenAI, handbook_index: 
         elif isinstance(payload[0], AIMessageChunk) and payload[1]["langgraph_node"] == "generate":
             streamed.append(payload[0].content)
 
-    assert all(body.get("stream") for body in stub.chat_requests)
+    *internal, answer = stub.chat_requests
+    assert answer.get("stream"), "the answer streams"
+    assert internal and not any(body.get("stream") for body in internal), (
+        "internal calls (agent, grading) are not streamed: nobody reads their tokens"
+    )
     assert len(streamed) > 2
     assert "".join(streamed) == ANSWER
     assert final["messages"][-1].content == ANSWER
