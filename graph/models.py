@@ -23,6 +23,7 @@ nodes:
 from __future__ import annotations
 
 import json
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, Literal, TypeVar
@@ -248,6 +249,10 @@ class ChatModels:
             kwargs["max_retries"] = context.model_max_retries if retries else 0
         if provider == "openai":
             kwargs.update(_openai_http_clients(context.model_timeout_s, context.model_base_url))
+            if context.model_base_url and not os.environ.get("OPENAI_API_KEY"):
+                # A local OpenAI-compatible server (llama.cpp, vLLM, LM Studio) needs no key,
+                # but the client refuses to start without one.
+                kwargs["api_key"] = "no-key-for-local-server"
             if role == "answer":
                 # The answer streams even when nobody watches: the timeout then bounds the gap
                 # between tokens, not the whole answer, which a slow local model needs.

@@ -29,6 +29,7 @@ from tests.stub_openai import (
     hang,
     prompt_of,
     server_error,
+    structured,
     text,
     tool_call,
 )
@@ -252,6 +253,51 @@ def test_no_tool_call_is_reported(llama: StubOpenAI, handbook_index: Path) -> No
     [call] = final["agent_calls"]
     assert call.tool_calls[0]["args"] == {"query": QUESTION}
     assert "asked for it by name" in call.response_metadata["footnote_fallback_search"]
+    assert final["citations"][0]["source"] == "keys.md"
+
+
+def test_search_call_without_a_usable_query_falls_back(
+    llama: StubOpenAI, handbook_index: Path
+) -> None:
+    """A forced call from a small model can carry an empty query: searching for nothing would
+    find nothing, so the graph searches with its own query and says so."""
+    llama.script(tool_call("search_documents", {"query": " ?! "}), KEEP_ROTATION, text(ANSWER))
+    final = run(make_graph(), llm_context(llama, handbook_index))
+
+    assert final["route"][2] == "call_retriever:fallback_search"
+    assert any("had no usable query" in n for n in final["notices"])
+    [call] = final["agent_calls"]
+    assert call.tool_calls[0]["args"] == {"query": QUESTION}
+    assert final["citations"][0]["source"] == "keys.md"
+
+
+def test_grading_schema_fixes_the_number_of_scores(
+    llama: StubOpenAI, handbook_index: Path
+) -> None:
+    """The grades schema sent to the server has exactly one score per candidate, so a server
+    that compiles the schema to a grammar (llama.cpp) cannot return the wrong count; a reply
+    with the wrong count still falls back with a notice."""
+    llama.script(SEARCH, KEEP_ROTATION, text(ANSWER))
+    final = run(make_graph(), llm_context(llama, handbook_index))
+    [grader] = [b for b in llama.chat_requests if "tools" in b and b is not llama.chat_requests[0]]
+    scores = grader["tools"][0]["function"]["parameters"]["properties"]["scores"]
+    candidates = graded_event(final)["candidates"]
+    assert scores["minItems"] == scores["maxItems"] == candidates > 1
+    assert final["notices"] == []
+
+    llama.requests.clear()
+    llama.script(SEARCH, structured({"scores": [9]}), text(ANSWER))
+    short = run(make_graph(), llm_context(llama, handbook_index))
+    assert graded_event(short)["method"] == "offline"
+    assert any("Grading fell back" in n for n in short["notices"])
+
+
+def test_local_server_needs_no_api_key(
+    llama: StubOpenAI, handbook_index: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY")
+    llama.script(SEARCH, KEEP_ROTATION, text(ANSWER))
+    final = run(make_graph(), llm_context(llama, handbook_index))
     assert final["citations"][0]["source"] == "keys.md"
 
 
