@@ -271,9 +271,7 @@ def test_search_call_without_a_usable_query_falls_back(
     assert final["citations"][0]["source"] == "keys.md"
 
 
-def test_grading_schema_fixes_the_number_of_scores(
-    llama: StubOpenAI, handbook_index: Path
-) -> None:
+def test_grading_schema_fixes_the_number_of_scores(llama: StubOpenAI, handbook_index: Path) -> None:
     """The grades schema sent to the server has exactly one score per candidate, so a server
     that compiles the schema to a grammar (llama.cpp) cannot return the wrong count; a reply
     with the wrong count still falls back with a notice."""
