@@ -20,6 +20,7 @@ from footnote.graph.state import CLEAR, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
+from footnote.tools.sources import escape_source_text
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
 
@@ -68,8 +69,12 @@ def conversation_text(messages: Sequence[AnyMessage], turns: int = 6) -> str:
         for m in messages
         if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
     ]
+    # An earlier answer can quote its sources: it is escaped like them, so a quoted line
+    # cannot read as another turn or a role.
     return "\n".join(
-        f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {text_of(m)}"
+        f"User: {text_of(m)}"
+        if isinstance(m, HumanMessage)
+        else f"Assistant: {escape_source_text(text_of(m))}"
         for m in visible[-turns:]
     )
 

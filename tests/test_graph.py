@@ -27,8 +27,8 @@ def ask(graph: Any, question: str, index: Path, **context: Any) -> dict[str, Any
 
 
 def sources_in(prompt: str) -> list[str]:
-    """The numbered source blocks of a grading or answer prompt, in order."""
-    return re.split(r"\n\n(?=\[\d+\] )", prompt.split("\n\n", 1)[1])
+    """The delimited source blocks of a grading or answer prompt, in order."""
+    return re.findall(r'^<source n="\d+" origin="[^"\n]*">\n.*?\n</source>$', prompt, re.M | re.S)
 
 
 def test_worked_example_offline(handbook_index: Path) -> None:
@@ -107,7 +107,7 @@ def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
     )
     assert not out["messages"][-1].tool_calls
     answer_prompt = prompt_text(model.calls[-1])
-    assert "[1] keys.md § API keys > Rotation" in answer_prompt
+    assert '<source n="1" origin="keys.md § API keys > Rotation">' in answer_prompt
 
 
 def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
