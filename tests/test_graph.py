@@ -113,12 +113,20 @@ def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
 def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
     model = _llm_script(
         grades=[9, 8, 7, 1, 1, 1, 1, 1],
-        answer="Keys rotate every 90 days [1], with a grace period [2][7].",
+        answer=(
+            "Keys rotate every 90 days [1], while service accounts use short-lived STS "
+            "tokens [2][7]."
+        ),
     )
     out = ask(make_graph(chat_model=model), API_KEY_QUESTION, handbook_index)
-    assert len(sources_in(prompt_text(model.calls[-1]))) == 3
-    assert out["messages"][-1].content == "Keys rotate every 90 days [1], with a grace period [2]."
+    sources = sources_in(prompt_text(model.calls[-1]))
+    assert len(sources) == 3 and "STS tokens" in sources[1]
+    assert (
+        out["messages"][-1].content
+        == "Keys rotate every 90 days [1], while service accounts use short-lived STS tokens [2]."
+    )
     assert out["invalid_citations"] == [7]
+    assert out["unsupported_claims"] == []
     assert [c["n"] for c in out["citations"]] == [1, 2]
     assert any("[7]" in notice for notice in out["notices"])
 

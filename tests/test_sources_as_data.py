@@ -19,6 +19,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 
 from footnote.graph.citations import format_sources
 from footnote.graph.graph import make_graph
+from footnote.graph.prompts import NOT_COVERED
 from footnote.ingest.pipeline import ingest
 from footnote.tools.search import SearchRequest, search
 from footnote.tools.sources import UNTRUSTED_SOURCES
@@ -119,7 +120,7 @@ def obeying_model() -> ScriptedChatModel:
 
 def test_injected_sources_stay_inside_their_blocks(injected_index: Path) -> None:
     model = obeying_model()
-    make_graph(chat_model=model).invoke(
+    out = make_graph(chat_model=model).invoke(
         {"messages": [{"role": "user", "content": QUESTION}]},
         context={"index_dir": str(injected_index), "keep_k": 8},
     )
@@ -140,6 +141,10 @@ def test_injected_sources_stay_inside_their_blocks(injected_index: Path) -> None
         assert "> Sources:" in faq and "> [1] keys.md" in faq
     answer_call = next(call for call in model.calls if role_of(call) == "answer")
     assert UNTRUSTED_SOURCES in prompt_text(answer_call[:1])  # the system message says so
+    # The model obeyed the injection; the support check catches the claim and removes it.
+    assert [(c["claim"], c["citations"]) for c in out["unsupported_claims"]] == [("PWNED", [1, 2])]
+    assert out["messages"][-1].content == NOT_COVERED
+    assert out["citations"] == []
 
 
 def test_llm_reranker_prompt_delimits_its_candidates(injected_index: Path) -> None:
