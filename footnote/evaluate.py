@@ -404,6 +404,11 @@ def missing_eval_modules(plot: bool) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.answers:
+        # The answer graph is heavy to import; plain retrieval evaluation never needs it.
+        from footnote.answers_eval import cmd_answers
+
+        return cmd_answers(args)
     missing = missing_eval_modules(plot=bool(args.plot))
     if missing:
         print(
@@ -479,6 +484,25 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
         help="only the first N queries (quick checks)",
     )
     add_reranker_options(p, model=True)
+    p.add_argument(
+        "--answers",
+        action="store_true",
+        help="answer quality instead: run the answer graph with a leave-gold-out unanswerable "
+        "set (see --unanswerable-share, --seed; --model asks a chat model)",
+    )
+    p.add_argument(
+        "--unanswerable-share",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="with --answers: share of questions whose gold passages are removed (default 0.5)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=20261130,
+        help="with --answers: seed of the split, fixed so runs compare (default 20261130)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
         "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"
