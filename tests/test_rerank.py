@@ -150,9 +150,9 @@ def test_graph_searches_with_the_context_reranker(
     seen: list[SearchRequest] = []
     real = graph_tools.retrieve_candidates
 
-    def recording(request: SearchRequest) -> Any:
+    def recording(request: SearchRequest, question: str = "") -> Any:
         seen.append(request)
-        return real(request)
+        return real(request, question)
 
     monkeypatch.setattr(graph_tools, "retrieve_candidates", recording)
     out = make_graph().invoke(
