@@ -237,6 +237,8 @@ def cmd_answers(args: argparse.Namespace) -> int:
         print("footnote: --answers builds its own held-out index; drop --index", file=sys.stderr)
         return 2
     context: dict[str, Any] = {"reranker": args.reranker}
+    if args.grade_threshold is not None:
+        context["grade_threshold"] = args.grade_threshold
     if args.model:
         context |= {"model": args.model, "model_base_url": args.base_url}
     try:

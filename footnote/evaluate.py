@@ -498,6 +498,13 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
         help="with --answers: share of questions whose gold passages are removed (default 0.5)",
     )
     p.add_argument(
+        "--grade-threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="with --answers: the graph's grade_threshold for this run (default: the graph's)",
+    )
+    p.add_argument(
         "--seed",
         type=int,
         default=20261130,

@@ -20,6 +20,9 @@ from footnote.store.backends import open_writer
 from footnote.store.types import Caller
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import run_stage
+from tests.conftest import RunCli
+from tests.stub_openai import Reply, StubOpenAI, prompt_of, structured, text
+from tests.stub_openai import tool_call as stub_tool_call
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir_tiny"
 
@@ -153,3 +156,54 @@ def test_cli_answers_flag_is_registered() -> None:
     args = parser.parse_args(["eval", "DATA", "--answers", "--seed", "5"])
     assert args.answers and args.seed == 5 and args.unanswerable_share == 0.5
     assert not parser.parse_args(["eval", "DATA"]).answers
+    assert args.grade_threshold is None
+    assert (
+        parser.parse_args(["eval", "D", "--answers", "--grade-threshold", "0.4"]).grade_threshold
+        == 0.4
+    )
+
+
+def test_cli_runs_the_graph_with_the_given_grade_threshold(run_cli: RunCli, dataset: Path) -> None:
+    """Nothing passes a threshold of 0.99: every question, answerable or not, is 'not
+    covered', and the report says which threshold it ran with."""
+    done = run_cli(
+        "eval", str(dataset), "--answers", "--seed", "3", "--grade-threshold", "0.99", "--json"
+    )
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["context"]["grade_threshold"] == 0.99
+    assert result["unanswerable_not_covered"] == 1.0
+    assert result["answerable_wrongly_not_covered"] == 1.0
+    assert result["answerable_cited_gold"] == 0.0
+
+
+def test_answers_with_a_chat_model(
+    dataset: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--model reaches the graph: a model (the loopback stub) that always says 'not covered'
+    makes every question 'not covered', which the offline default does not do."""
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-not-a-real-key")
+    monkeypatch.setenv("LANGSMITH_TRACING", "false")
+
+    def respond(body: dict[str, Any]) -> Reply:
+        prompt = prompt_of(body)
+        if "search_documents tool" in prompt:
+            return stub_tool_call("search_documents", {"query": "the question"})
+        if "Score how well each numbered source" in prompt:
+            return structured({"scores": [9] * prompt.count("</source>")})
+        return text(NOT_COVERED)
+
+    parser = argparse.ArgumentParser(prog="footnote")
+    add_eval_command(parser.add_subparsers(dest="command"), lambda: "/nonexistent/default")
+    with StubOpenAI() as stub:
+        stub.default = respond
+        args = parser.parse_args(
+            ["eval", str(dataset), "--answers", "--seed", "3", "--json", "--quiet",
+             "--model", "openai:stub-model", "--base-url", stub.base_url]
+        )  # fmt: skip
+        assert args.func(args) == 0
+        asked = len(stub.chat_requests)
+    result = json.loads(capsys.readouterr().out)
+    assert result["context"]["model"] == "openai:stub-model"
+    assert asked >= 3 * 4, "every question went through the model's agent, grading and answer"
+    assert result["unanswerable_not_covered"] == result["answerable_wrongly_not_covered"] == 1.0
