@@ -349,12 +349,11 @@ class AnswerNodes:
     def _check_support(
         answer: str, documents: Sequence[Document], context: Context
     ) -> list[support.ClaimCheck]:
-        """The support check with the index's embeddings and keyword statistics; quotes (every
-        claim of an extractive answer) are confirmed without either."""
+        """The support check with the index's embeddings and keyword statistics (web sources
+        too: the index was searched before the web was). Quotes, every claim of an extractive
+        answer, are confirmed without computing either."""
         if not support.cited_claims(answer):
             return []
-        if not any(d.metadata.get("kind") != "web" for d in documents):
-            return support.check_claims(answer, documents)  # web sources only: no index needed
         retriever = get_retriever(context.index_dir, context.embeddings)
         return support.check_claims(
             answer, documents, embed=retriever.embeddings.embed_array, idf=retriever.idf_weights
