@@ -405,10 +405,13 @@ def missing_eval_modules(plot: bool) -> list[str]:
 
 def cmd_eval(args: argparse.Namespace) -> int:
     if args.answers:
-        # The answer graph is heavy to import; plain retrieval evaluation never needs it.
-        from footnote.answers_eval import cmd_answers
-
-        return cmd_answers(args)
+        # Answer evaluation lives above this module (it runs the answer graph); the command
+        # line hands it in, so retrieval evaluation never imports it.
+        if args.answers_handler is None:
+            print("footnote: --answers is not available from this parser", file=sys.stderr)
+            return 2
+        code: int = args.answers_handler(args)
+        return code
     missing = missing_eval_modules(plot=bool(args.plot))
     if missing:
         print(
@@ -448,8 +451,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argparse.ArgumentParser:
-    """Register `footnote eval` on the CLI's subparsers."""
+def add_eval_command(
+    subparsers: Any,
+    default_index: Callable[[], str],
+    answers: Callable[[argparse.Namespace], int] | None = None,
+) -> argparse.ArgumentParser:
+    """Register `footnote eval` on the CLI's subparsers; `answers` runs `--answers`."""
     p = subparsers.add_parser(
         "eval",
         help="measure retrieval stages on a BEIR dataset (recall, MRR, nDCG, latency)",
@@ -515,5 +522,5 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
         "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(func=cmd_eval, default_index=default_index())
+    p.set_defaults(func=cmd_eval, default_index=default_index(), answers_handler=answers)
     return p

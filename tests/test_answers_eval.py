@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
 from footnote.answers_eval import evaluate_answers, split_questions, summarize
+from footnote.cli import build_parser
 from footnote.evaluate import add_eval_command, load_beir
 from footnote.graph.prompts import NOT_COVERED
 from footnote.store.backends import open_writer
@@ -156,6 +157,7 @@ def test_cli_answers_flag_is_registered() -> None:
     args = parser.parse_args(["eval", "DATA", "--answers", "--seed", "5"])
     assert args.answers and args.seed == 5 and args.unanswerable_share == 0.5
     assert not parser.parse_args(["eval", "DATA"]).answers
+    assert args.func(args) == 2, "a parser without the answers handler refuses --answers"
     assert args.grade_threshold is None
     assert (
         parser.parse_args(["eval", "D", "--answers", "--grade-threshold", "0.4"]).grade_threshold
@@ -193,8 +195,7 @@ def test_answers_with_a_chat_model(
             return structured({"scores": [9] * prompt.count("</source>")})
         return text(NOT_COVERED)
 
-    parser = argparse.ArgumentParser(prog="footnote")
-    add_eval_command(parser.add_subparsers(dest="command"), lambda: "/nonexistent/default")
+    parser = build_parser()
     with StubOpenAI() as stub:
         stub.default = respond
         args = parser.parse_args(
