@@ -7,6 +7,12 @@ that question. Headings are stripped from passages, otherwise an FAQ answer woul
 own question verbatim and keyword search would win by copying.
 
     python benchmarks/build_pyfaq.py [--html /usr/share/doc/python3.11/html] [--out DIR]
+    python benchmarks/build_pyfaq.py --only faq tutorial reference using extending \
+        --out benchmarks/data/pyfaq-core
+
+`--only` keeps the pages of the named top-level folders (the queries stay the FAQ's): the
+bounded corpus `pyfaq-core` (about 2,000 chunks instead of 18,000) that answer-level
+evaluation uses, because it embeds in minutes rather than an hour on a shared machine.
 
 Writes DIR/corpus.jsonl, DIR/queries.jsonl and DIR/qrels/test.tsv (DIR defaults to
 benchmarks/data/pyfaq, which git ignores). Self-contained on purpose: BeautifulSoup and lxml
@@ -191,11 +197,14 @@ def is_question(passage: Passage) -> bool:
     )
 
 
-def build(html_root: Path, out: Path) -> dict[str, int]:
-    """Write the dataset; returns the counts so callers can check them."""
+def build(html_root: Path, out: Path, only: set[str] | None = None) -> dict[str, int]:
+    """Write the dataset; returns the counts so callers can check them. `only` keeps the
+    pages under those top-level folders."""
     passages: list[Passage] = []
     pages = 0
     for path, page in content_pages(html_root):
+        if only and page.split("/", 1)[0] not in only:
+            continue
         pages += 1
         passages.extend(page_passages(path, page))
     by_id: dict[str, Passage] = {}
@@ -224,14 +233,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--html", type=Path, default=DEFAULT_HTML, help="Python HTML docs root")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output dataset folder")
+    parser.add_argument(
+        "--only", nargs="+", default=None, metavar="FOLDER", help="keep only these folders"
+    )
     args = parser.parse_args(argv)
+    if args.only and "faq" not in args.only:
+        parser.error("--only must keep faq: the queries come from it")
     if not (args.html / "faq").is_dir():
         print(
             f"build_pyfaq: no Python docs at {args.html} (install python3-doc or pass --html)",
             file=sys.stderr,
         )
         return 2
-    counts = build(args.html, args.out)
+    counts = build(args.html, args.out, set(args.only) if args.only else None)
     print(
         f"pyfaq: {counts['passages']} passages from {counts['pages']} pages, "
         f"{counts['queries']} queries -> {args.out}"

@@ -233,9 +233,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     from footnote.evaluate import add_eval_command
 
-    add_eval_command(sub, default_index)
+    add_eval_command(sub, default_index, answers=cmd_eval_answers)
 
     return parser
+
+
+def cmd_eval_answers(args: argparse.Namespace) -> int:
+    """`footnote eval --answers`: imports the answer graph only when asked for."""
+    from footnote.answers_eval import cmd_answers
+
+    return cmd_answers(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -96,12 +96,13 @@ def cmd_ask(args: argparse.Namespace) -> int:
             "route": final.get("route", []),
             "notices": final.get("notices", []),
             "invalid_citations": final.get("invalid_citations", []),
+            "unsupported_claims": final.get("unsupported_claims", []),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     if printed_answer:
         print()
-        if final.get("invalid_citations"):
+        if final.get("invalid_citations") or final.get("unsupported_claims"):
             print(f"(as checked) {answer}")
     else:
         print(answer)

@@ -404,6 +404,14 @@ def missing_eval_modules(plot: bool) -> list[str]:
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
+    if args.answers:
+        # Answer evaluation lives above this module (it runs the answer graph); the command
+        # line hands it in, so retrieval evaluation never imports it.
+        if args.answers_handler is None:
+            print("footnote: --answers is not available from this parser", file=sys.stderr)
+            return 2
+        code: int = args.answers_handler(args)
+        return code
     missing = missing_eval_modules(plot=bool(args.plot))
     if missing:
         print(
@@ -443,8 +451,12 @@ def cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argparse.ArgumentParser:
-    """Register `footnote eval` on the CLI's subparsers."""
+def add_eval_command(
+    subparsers: Any,
+    default_index: Callable[[], str],
+    answers: Callable[[argparse.Namespace], int] | None = None,
+) -> argparse.ArgumentParser:
+    """Register `footnote eval` on the CLI's subparsers; `answers` runs `--answers`."""
     p = subparsers.add_parser(
         "eval",
         help="measure retrieval stages on a BEIR dataset (recall, MRR, nDCG, latency)",
@@ -479,10 +491,36 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
         help="only the first N queries (quick checks)",
     )
     add_reranker_options(p, model=True)
+    p.add_argument(
+        "--answers",
+        action="store_true",
+        help="answer quality instead: run the answer graph with a leave-gold-out unanswerable "
+        "set (see --unanswerable-share, --seed; --model asks a chat model)",
+    )
+    p.add_argument(
+        "--unanswerable-share",
+        type=float,
+        default=0.5,
+        metavar="S",
+        help="with --answers: share of questions whose gold passages are removed (default 0.5)",
+    )
+    p.add_argument(
+        "--grade-threshold",
+        type=float,
+        default=None,
+        metavar="T",
+        help="with --answers: the graph's grade_threshold for this run (default: the graph's)",
+    )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=20261130,
+        help="with --answers: seed of the split, fixed so runs compare (default 20261130)",
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.add_argument(
         "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"
     )
     p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(func=cmd_eval, default_index=default_index())
+    p.set_defaults(func=cmd_eval, default_index=default_index(), answers_handler=answers)
     return p

@@ -8,30 +8,44 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-_CITATION = re.compile(r"(?<![\w\]\[])(?:\[\d+(?:\s*,\s*\d+)*\])+")
+from footnote.tools.sources import source_blocks
+
+CITATION_RUN = re.compile(r"(?<![\w\]\[])(?:\[\d+(?:\s*,\s*\d+)*\])+")
 """A run of citations, `[1]`, `[1, 3]` or `[1][3]`, after a space or punctuation. Indexing in
 quoted code (`a[1]`, `m[0][2]`) follows a name or a bracket, so it is not a citation."""
 _NUMBERS = re.compile(r"\[([^\]]*)\]")
 
 
+def citation_numbers(run: str) -> list[int]:
+    """The numbers of one citation run: `[1][3]` or `[1, 3]` -> [1, 3]."""
+    return [int(n) for group in _NUMBERS.findall(run) for n in re.split(r"\s*,\s*", group)]
+
+
 def strip_citation_marks(text: str) -> str:
     """Remove `[n]`-style marks from quoted source text (footnote references there point at
     footnotes the reader does not have, and would be mistaken for our citations)."""
-    return re.sub(r"[ \t]{2,}", " ", _CITATION.sub("", text)).strip()
+    return re.sub(r"[ \t]{2,}", " ", CITATION_RUN.sub("", text)).strip()
+
+
+def source_origin(document: Document) -> str:
+    """Where a source comes from, for its block's `origin` attribute."""
+    meta = document.metadata
+    if meta.get("kind") == "web":
+        return f"web page {meta.get('url', '')}: {meta.get('title', '')}"
+    origin = str(meta.get("source", ""))
+    if meta.get("section"):
+        origin += f" § {meta['section']}"
+    return origin
 
 
 def format_sources(documents: Sequence[Document]) -> str:
-    """Numbered sources for the answer prompt, labelled so the model can tell them apart."""
-    blocks = []
-    for number, doc in enumerate(documents, 1):
-        meta = doc.metadata
-        label = meta.get("source", "")
-        if meta.get("section"):
-            label += f" § {meta['section']}"
-        if meta.get("kind") == "web":
-            label = f"web page {meta.get('url', '')}: {meta.get('title', '')}"
-        blocks.append(f"[{number}] {label}\n{doc.page_content.strip()}")
-    return "\n\n".join(blocks)
+    """Numbered sources for a prompt, each delimited and escaped as data with its origin.
+
+    Every prompt that carries retrieved or web text goes through here (or through
+    `tools.sources` directly), so a document cannot close its block, forge another source's
+    header or speak as a chat role.
+    """
+    return source_blocks([(source_origin(doc), doc.page_content) for doc in documents])
 
 
 def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], list[int]]:
@@ -43,11 +57,7 @@ def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], 
     invalid: list[int] = []
 
     def keep(match: re.Match[str]) -> str:
-        numbers = [
-            int(n)
-            for group in _NUMBERS.findall(match.group(0))
-            for n in re.split(r"\s*,\s*", group)
-        ]
+        numbers = citation_numbers(match.group(0))
         good = [n for n in numbers if 1 <= n <= len(documents)]
         for n in numbers:
             target = valid if n in good else invalid
@@ -55,7 +65,7 @@ def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], 
                 target.append(n)
         return "".join(f"[{n}]" for n in good)
 
-    cleaned = _CITATION.sub(keep, answer)
+    cleaned = CITATION_RUN.sub(keep, answer)
     cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
     return cleaned, valid, invalid
 

@@ -7,13 +7,14 @@ import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
 
+from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.runtime import Runtime
 from pydantic import BaseModel, Field, create_model
 
-from footnote.graph import offline, prompts
+from footnote.graph import offline, prompts, support
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.models import ChatModels, Role, is_timeout
@@ -21,6 +22,7 @@ from footnote.graph.state import CLEAR, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
+from footnote.tools.sources import escape_source_text
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
 
@@ -90,8 +92,12 @@ def conversation_text(messages: Sequence[AnyMessage], turns: int = 6) -> str:
         for m in messages
         if isinstance(m, HumanMessage) or (isinstance(m, AIMessage) and not m.tool_calls)
     ]
+    # An earlier answer can quote its sources: it is escaped like them, so a quoted line
+    # cannot read as another turn or a role.
     return "\n".join(
-        f"{'User' if isinstance(m, HumanMessage) else 'Assistant'}: {text_of(m)}"
+        f"User: {text_of(m)}"
+        if isinstance(m, HumanMessage)
+        else f"Assistant: {escape_source_text(text_of(m))}"
         for m in visible[-turns:]
     )
 
@@ -120,6 +126,7 @@ class AnswerNodes:
             SEARCH_CALLS: CLEAR,
             "citations": [],
             "invalid_citations": [],
+            "unsupported_claims": [],
             "notices": CLEAR,
             "route": [CLEAR, "new_question"],
         }
@@ -336,23 +343,55 @@ class AnswerNodes:
         return {"messages": [message], "route": ["generate"]}
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Drop citations that name no given source; list the valid ones for the caller."""
+        """Drop citations that name no given source, then the cited sentences their sources
+        do not support (`support.py`); list the valid citations for the caller."""
         answer = state.messages[-1]
         if prompts.NOT_COVERED in text_of(answer) and not _has_citation(text_of(answer)):
-            return {"citations": [], "invalid_citations": [], "route": ["verify_citations"]}
+            return {
+                "citations": [],
+                "invalid_citations": [],
+                "unsupported_claims": [],
+                "route": ["verify_citations"],
+            }
         cleaned, valid, invalid = verify(text_of(answer), state.documents)
+        notices = []
+        if invalid:
+            notices.append(
+                f"Removed citation(s) {', '.join(f'[{n}]' for n in invalid)}: no such source."
+            )
+        checks = self._check_support(cleaned, state.documents, Context.coerce(runtime.context))
+        unsupported = [c.to_dict() for c in checks if not c.supported]
+        if unsupported:
+            cleaned = support.remove_claims(cleaned, checks) or prompts.NOT_COVERED
+            _, valid, _ = verify(cleaned, state.documents)
+            notices.append(
+                f"Removed {len(unsupported)} claim(s) that the sources they cite do not support."
+            )
         update: dict[str, Any] = {
             "citations": citation_entries(valid, state.documents),
             "invalid_citations": invalid,
+            "unsupported_claims": unsupported,
             "route": ["verify_citations"],
         }
-        if invalid:
-            update["notices"] = [
-                f"Removed citation(s) {', '.join(f'[{n}]' for n in invalid)}: no such source."
-            ]
+        if notices:
+            update["notices"] = notices
         if cleaned != text_of(answer):
             update["messages"] = [AIMessage(content=cleaned, id=answer.id)]
         return update
+
+    @staticmethod
+    def _check_support(
+        answer: str, documents: Sequence[Document], context: Context
+    ) -> list[support.ClaimCheck]:
+        """The support check with the index's embeddings and keyword statistics (web sources
+        too: the index was searched before the web was). Quotes, every claim of an extractive
+        answer, are confirmed without computing either."""
+        if not support.cited_claims(answer):
+            return []
+        retriever = get_retriever(context.index_dir, context.embeddings)
+        return support.check_claims(
+            answer, documents, embed=retriever.embeddings.embed_array, idf=retriever.idf_weights
+        )
 
     def _ask(self, model: BaseChatModel, prompt: str, name: str) -> str:
         response = model.invoke([HumanMessage(prompt)], config=internal_call(name))

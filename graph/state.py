@@ -62,6 +62,9 @@ class OutputState:
     """Things the user should know (HyDE unavailable offline, web search off, ...)."""
     invalid_citations: list[int] = field(default_factory=list)
     """Citation numbers the answer used that name no given source; removed from it."""
+    unsupported_claims: list[dict[str, Any]] = field(default_factory=list)
+    """Cited sentences that the sources they cite do not support, removed from the answer:
+    claim, citations, and the evidence (lexical share, rarest missing keyword, similarity)."""
 
 
 @dataclass(kw_only=True)

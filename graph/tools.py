@@ -1,7 +1,8 @@
 """The tool the answer graph's agent step calls: a search of the index, as the caller may see it.
 
-What the tool needs comes in explicitly: the query from the model, the HyDE passage from the
-graph's state (hidden from the model), the index from the run's context, and the caller's
+What the tool needs comes in explicitly: the query from the model, the HyDE passage and the
+question its results are graded against from the graph's state (hidden from the model), the
+index from the run's context, and the caller's
 groups from the authenticated user when served or the host's context when embedded (never
 from the model). Its results go to the typed `candidates` field; the tool-call
 traffic stays in the internal `search_calls` channel, out of the conversation.
@@ -82,6 +83,7 @@ def search_documents(
     query: str,
     runtime: ToolRuntime,
     hyde_passage: Annotated[str, InjectedState("hyde_passage")] = "",
+    question: Annotated[str, InjectedState("standalone_question")] = "",
 ) -> Command:
     """Search the team's own documents (handbooks, docs, code) for passages about `query`.
 
@@ -101,7 +103,8 @@ def search_documents(
             extra_texts=[hyde_passage] if hyde_passage else [],
             reranker=context.reranker,
             chat_model=reranker_model(context),
-        )
+        ),
+        question=question,
     )
     if runtime.stream_writer is not None:
         runtime.stream_writer(

@@ -13,6 +13,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from footnote.graph.graph import graph as exported_graph
 from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
+from footnote.tools.retrieval import get_retriever
+from footnote.tools.search import SearchRequest, search
 from tests.fakes import ScriptedChatModel, prompt_text, role_of, tool_call
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / "answer_graph.mmd"
@@ -27,8 +29,8 @@ def ask(graph: Any, question: str, index: Path, **context: Any) -> dict[str, Any
 
 
 def sources_in(prompt: str) -> list[str]:
-    """The numbered source blocks of a grading or answer prompt, in order."""
-    return re.split(r"\n\n(?=\[\d+\] )", prompt.split("\n\n", 1)[1])
+    """The delimited source blocks of a grading or answer prompt, in order."""
+    return re.findall(r'^<source n="\d+" origin="[^"\n]*">\n.*?\n</source>$', prompt, re.M | re.S)
 
 
 def test_worked_example_offline(handbook_index: Path) -> None:
@@ -107,18 +109,26 @@ def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
     )
     assert not out["messages"][-1].tool_calls
     answer_prompt = prompt_text(model.calls[-1])
-    assert "[1] keys.md § API keys > Rotation" in answer_prompt
+    assert '<source n="1" origin="keys.md § API keys > Rotation">' in answer_prompt
 
 
 def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
     model = _llm_script(
         grades=[9, 8, 7, 1, 1, 1, 1, 1],
-        answer="Keys rotate every 90 days [1], with a grace period [2][7].",
+        answer=(
+            "Keys rotate every 90 days [1], while service accounts use short-lived STS "
+            "tokens [2][7]."
+        ),
     )
     out = ask(make_graph(chat_model=model), API_KEY_QUESTION, handbook_index)
-    assert len(sources_in(prompt_text(model.calls[-1]))) == 3
-    assert out["messages"][-1].content == "Keys rotate every 90 days [1], with a grace period [2]."
+    sources = sources_in(prompt_text(model.calls[-1]))
+    assert len(sources) == 3 and "STS tokens" in sources[1]
+    assert (
+        out["messages"][-1].content
+        == "Keys rotate every 90 days [1], while service accounts use short-lived STS tokens [2]."
+    )
     assert out["invalid_citations"] == [7]
+    assert out["unsupported_claims"] == []
     assert [c["n"] for c in out["citations"]] == [1, 2]
     assert any("[7]" in notice for notice in out["notices"])
 
@@ -150,6 +160,37 @@ def test_retrieval_goes_through_the_tool_into_typed_state(handbook_index: Path) 
     assert [type(m) for m in state["messages"]] == [HumanMessage, AIMessage]
     assert state["search_calls"] == [], "tool traffic is not kept in the thread"
     assert "grades" not in state
+
+
+def test_a_retry_is_graded_against_the_question_not_its_query(handbook_index: Path) -> None:
+    """The retry query carries words from the last candidates (pseudo-relevance feedback);
+    its candidates' evidence is still measured against the question."""
+    question = "What is the parental leave policy?"
+    graph = make_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "retry-evidence"}}
+    rounds: list[tuple[str, list[Any]]] = []
+    query = ""
+    for update in graph.stream(
+        {"messages": [{"role": "user", "content": question}]},
+        config,
+        context={"index_dir": str(handbook_index)},
+        stream_mode="updates",
+    ):
+        if "rewrite_query" in update:
+            query = update["rewrite_query"]["query"]
+        if "tools" in update:
+            parts = update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
+            rounds.append((query, [c for part in parts for c in part["candidates"]]))
+    assert len(rounds) == 2 and rounds[1][0] != question, rounds
+    retry_query, candidates = rounds[1]
+    hits = search(SearchRequest(query=retry_query, index_dir=handbook_index, k=8))
+    assert [h.chunk.id for h in hits] == [c["document"].id for c in candidates]
+    retriever = get_retriever(handbook_index)
+    against_question = retriever.relevance_features(question, hits)
+    against_query = retriever.relevance_features(retry_query, hits)
+    measured = [c["evidence"]["coverage"] for c in candidates]
+    assert measured == pytest.approx([f["coverage"] for f in against_question])
+    assert measured != pytest.approx([f["coverage"] for f in against_query])
 
 
 @pytest.mark.parametrize("hyde", [False, True])

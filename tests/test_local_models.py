@@ -333,12 +333,13 @@ def test_follow_up_sends_no_null_content(llama: StubOpenAI, handbook_index: Path
     context = llm_context(llama, handbook_index)
     llama.script(SEARCH, KEEP_ROTATION, text(ANSWER))
     graph.invoke(request(), config, context=context)
-    llama.script(
-        text("service account key rotation"), SEARCH, KEEP_ROTATION, text("STS tokens [1].")
-    )
+    keep_sts = grade_where(lambda source: "STS tokens" in source)
+    sts_answer = "Service accounts use short-lived STS tokens instead of API keys [1]."
+    llama.script(text("service account key rotation"), SEARCH, keep_sts, text(sts_answer))
     out = graph.invoke(request("and for service accounts?"), config, context=context)
 
-    assert out["messages"][-1].content == "STS tokens [1]."
+    assert out["messages"][-1].content == sts_answer
+    assert out["unsupported_claims"] == []
     for body in llama.chat_requests:
         assert all(m.get("content") is not None for m in body["messages"])
 

@@ -70,8 +70,10 @@ def final_state(graph: Any, context: dict[str, Any], question: str = QUESTION) -
 
 
 def numbered_sources(body: dict[str, Any]) -> list[str]:
-    """The "[n] label\\ntext" blocks of a grading or answer prompt, in order."""
-    return re.split(r"\n\n(?=\[\d+\] )", prompt_of(body))[1:]
+    """The delimited <source> blocks of a grading or answer prompt, in order."""
+    return re.findall(
+        r'^<source n="\d+" origin="[^"\n]*">\n.*?\n</source>$', prompt_of(body), re.M | re.S
+    )
 
 
 def grade_where(predicate: Any) -> Any:
@@ -117,7 +119,7 @@ def test_real_client_drives_the_whole_graph(stub: StubOpenAI, handbook_index: Pa
     assert grader["response_format"]["type"] == "json_schema"
     assert grader["response_format"]["json_schema"]["name"] == SourceGrades.__name__
     assert answer["messages"][0]["role"] == "system"
-    assert "[1] keys.md" in prompt_of(answer)
+    assert '<source n="1" origin="keys.md' in prompt_of(answer)
     assert stub.requests[0].headers["authorization"] == "Bearer sk-stub-not-a-real-key"
 
 

@@ -64,7 +64,9 @@ def _scores_reply(score: Any) -> Any:
     """A model that gives passage i (1-based) the score `score(i, n)` of n passages."""
 
     def respond(messages: list[BaseMessage]) -> AIMessage:
-        numbers = re.findall(r"^\[(\d+)\]", str(messages[-1].content), flags=re.MULTILINE)
+        content = str(messages[-1].content)
+        numbers = re.findall(r'^<source n="(\d+)" origin="[^"\n]*">$', content, flags=re.M)
+        assert len(numbers) == len(re.findall(r"^</source>$", content, flags=re.M))
         n = len(numbers)
         return tool_call("CandidateScores", {"scores": [score(i, n) for i in range(1, n + 1)]})
 
@@ -148,9 +150,9 @@ def test_graph_searches_with_the_context_reranker(
     seen: list[SearchRequest] = []
     real = graph_tools.retrieve_candidates
 
-    def recording(request: SearchRequest) -> Any:
+    def recording(request: SearchRequest, question: str = "") -> Any:
         seen.append(request)
-        return real(request)
+        return real(request, question)
 
     monkeypatch.setattr(graph_tools, "retrieve_candidates", recording)
     out = make_graph().invoke(

@@ -26,6 +26,8 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.server import server_command, server_config, server_environment
+from tests.stub_openai import Reply, StubOpenAI, prompt_of, structured, text
+from tests.stub_openai import tool_call as stub_tool_call
 
 pytestmark = pytest.mark.integration
 
@@ -147,7 +149,68 @@ def test_worked_example_on_a_thread(server: Server) -> None:
 
     assert "90 days" in answer_text(output)
     assert "keys.md" in sources(output)
+    assert output["unsupported_claims"] == []  # an extractive answer quotes its sources
     assert output["route"][-2:] == ["generate", "verify_citations"]
+
+
+FABRICATED = "Rotated keys are archived on magnetic tape in Reykjavik for seven years [1]."
+
+
+def _model_replies(body: dict[str, Any]) -> Reply:
+    """A chat model behind the stub: searches, keeps every source, and answers with one true
+    sentence and one its source does not say."""
+    prompt = prompt_of(body)
+    if "search_documents tool" in prompt:
+        return stub_tool_call("search_documents", {"query": "API key rotation"})
+    if "Score how well each numbered source" in prompt:
+        return structured({"scores": [9] * len(re.findall(r"^<source n=", prompt, re.M))})
+    return text(f"API keys are rotated every 90 days [1]. {FABRICATED}")
+
+
+@pytest.fixture(scope="module")
+def model_server(
+    handbook_index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Server]:
+    """A second server whose operator configured a chat model: the loopback OpenAI stub."""
+    port = free_port()
+    url = f"http://{HOST}:{port}"
+    workdir = tmp_path_factory.mktemp("model-server")
+    log = workdir / "langgraph-dev.log"
+    with StubOpenAI() as stub, log.open("wb") as sink:
+        stub.default = _model_replies
+        process = subprocess.Popen(
+            server_command(host=HOST, port=port, config=server_config(directory=workdir)),
+            env={
+                **server_environment(index_dir=str(handbook_index)),
+                "FOOTNOTE_MODEL": "openai:stub-model",
+                "FOOTNOTE_MODEL_BASE_URL": stub.base_url,
+                "OPENAI_API_KEY": "sk-stub-not-a-real-key",  # the stub's; never a real key
+                "NO_PROXY": "127.0.0.1,localhost",
+                "no_proxy": "127.0.0.1,localhost",
+            },
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
+        try:
+            wait_until_ready(url, process, log)
+            yield Server(url=url, log=log, client=get_sync_client(url=url))
+        finally:
+            stop(process)
+
+
+def test_unsupported_claims_come_out_over_the_server(model_server: Server) -> None:
+    """A model's sentence that its cited source does not support leaves the answer and is
+    listed in `unsupported_claims`, next to `invalid_citations`, in the served output."""
+    output = ask(model_server, model_server.new_thread(), WORKED_EXAMPLE)
+
+    assert answer_text(output) == "API keys are rotated every 90 days [1]."
+    claims = output["unsupported_claims"]
+    assert [(c["claim"], c["citations"]) for c in claims] == [(FABRICATED[:-5], [1])]
+    assert claims[0]["lexical"] < 0.8
+    assert output["invalid_citations"] == []
+    assert sources(output) == {"keys.md"}
+    assert any("do not support" in notice for notice in output["notices"])
 
 
 def test_stream_reports_progress_before_the_final_state(server: Server) -> None:

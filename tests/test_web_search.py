@@ -189,3 +189,41 @@ def test_tracing_is_off_by_default(
     seen = json.loads(report.read_text())
     assert seen["loopback"], "the audit hook saw nothing: it is not watching"
     assert seen["external"] == []
+
+
+def test_a_model_answer_from_web_sources_is_checked_for_support(
+    tavily: StubTavily, handbook_index: Path
+) -> None:
+    """Web results are checked like documents: a paraphrase they support stays (with the
+    index's embeddings, not as a bare quote), a sentence they do not say is removed."""
+    from langchain_core.messages import AIMessage, BaseMessage
+
+    from tests.fakes import ScriptedChatModel, prompt_text, role_of, tool_call
+
+    answer = (
+        "Canberra is Australia's capital city [1]. "
+        "Canberra has been the capital of New Zealand since 1850 [1]."
+    )
+
+    def respond(messages: list[BaseMessage]) -> AIMessage:
+        role = role_of(messages)
+        if role == "agent":
+            return tool_call("search_documents", {"query": OFF_TOPIC})
+        if role == "grade":  # nothing in the handbook answers it: off to the web
+            return tool_call(
+                "SourceGrades", {"scores": [0] * prompt_text(messages).count("</source>")}
+            )
+        if role in ("rewrite", "retry"):
+            return AIMessage("capital city of Australia")
+        return AIMessage(answer)
+
+    out = make_graph(chat_model=ScriptedChatModel(respond=respond, calls=[])).invoke(
+        {"messages": [{"role": "user", "content": OFF_TOPIC}]},
+        context={"index_dir": str(handbook_index), "web_search": True},
+    )
+    assert out["route"][-3:] == ["web_search:2", "generate", "verify_citations"]
+    assert out["messages"][-1].content == "Canberra is Australia's capital city [1]."
+    assert [c["claim"] for c in out["unsupported_claims"]] == [
+        "Canberra has been the capital of New Zealand since 1850"
+    ]
+    assert out["citations"][0]["kind"] == "web"

@@ -17,12 +17,13 @@ from footnote.tools.search import SearchRequest, search
 
 
 class Evidence(TypedDict):
-    """Grading evidence for one chunk, measured against the query it was found with."""
+    """Grading evidence for one chunk, measured against the question when one is given, else
+    the query it was found with."""
 
     dense: float
-    """Cosine similarity of the chunk's embedding to the query's."""
+    """Cosine similarity of the chunk's embedding to the question's."""
     coverage: float
-    """Idf-weighted share of the query's keywords the chunk contains, in [0, 1]."""
+    """Idf-weighted share of the question's keywords the chunk contains, in [0, 1]."""
 
 
 class Candidate(TypedDict):
@@ -60,11 +61,16 @@ def retrieve_documents(request: SearchRequest) -> list[Document]:
     return [hit_to_document(hit) for hit in search(request)]
 
 
-def retrieve_candidates(request: SearchRequest) -> list[Candidate]:
-    """Search, and measure each hit's relevance evidence for grading."""
+def retrieve_candidates(request: SearchRequest, question: str = "") -> list[Candidate]:
+    """Search, and measure each hit's relevance evidence for grading.
+
+    The evidence is measured against `question` when given: a retry query carries words taken
+    from the last candidates (pseudo-relevance feedback), and grading chunks against their own
+    words would make any near miss look relevant.
+    """
     hits = search(request)
     retriever = get_retriever(request.index_dir, request.embeddings)
-    features = retriever.relevance_features(request.query, hits)
+    features = retriever.relevance_features(question or request.query, hits)
     return [
         Candidate(
             document=hit_to_document(hit),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from footnote.store.text import heading_prefix, split_sentences
 from footnote.store.types import Hit
+from footnote.tools.sources import UNTRUSTED_SOURCES, source_blocks
 
 if TYPE_CHECKING:
     import numpy as np
@@ -115,12 +116,15 @@ def llm_reranker(model: BaseChatModel) -> Reranker:
     def rerank(query: str, hits: list[Hit]) -> list[Hit]:
         if not hits:
             return hits
-        passages = "\n\n".join(
-            f"[{i}] {' '.join(h.chunk.text.split())[:600]}" for i, h in enumerate(hits, 1)
+        passages = source_blocks(
+            [
+                (f"{h.chunk.source} § {h.chunk.section}", " ".join(h.chunk.text.split())[:600])
+                for h in hits
+            ]
         )
         prompt = (
-            "Score how well each passage answers the query, 0 (unrelated) to 10 (answers it).\n"
-            f"Query: {query}\n\n{passages}"
+            "Score how well each passage answers the query, 0 (unrelated) to 10 (answers it). "
+            f"Score every source.\n\n{UNTRUSTED_SOURCES}\n\nQuery: {query}\n\n{passages}"
         )
         try:
             result: Any = model.with_structured_output(CandidateScores).invoke(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Generic, Literal, TypeVar
 
@@ -112,6 +113,11 @@ class Retriever(Generic[S]):
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
         total, frequencies = self.reader.document_frequencies([token])
         return _idf(total, frequencies.get(token, 0))
+
+    def idf_weights(self, tokens: Sequence[str]) -> dict[str, float]:
+        """BM25 idf of several keyword tokens in one look-up (see `idf`)."""
+        total, frequencies = self.reader.document_frequencies(sorted(set(tokens)))
+        return {t: _idf(total, frequencies.get(t, 0)) for t in tokens}
 
     def relevance_features(self, query: str, hits: list[Hit]) -> list[dict[str, float]]:
         """Evidence for grading each hit on its own: embedding similarity to the question, and
