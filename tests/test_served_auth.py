@@ -552,7 +552,9 @@ def probes(served: Served, listener_url: str) -> st.SearchStrategy[Probe]:
         st.fixed_dictionaries({"model_base_url": st.just(f"{listener_url}/v1")}),
         st.fixed_dictionaries({"system_prompt": st.text(max_size=20)}),
         st.fixed_dictionaries({"web_search": st.just(True)}),
-        st.fixed_dictionaries({"hyde": st.one_of(st.text(max_size=3), st.integers())}),
+        st.fixed_dictionaries(
+            {"hyde": st.one_of(st.text(max_size=3), st.integers(-(2**63), 2**63 - 1))}
+        ),  # the client encodes JSON with orjson, which refuses integers beyond 64 bits
         st.fixed_dictionaries(
             {
                 "retrieve_k": st.one_of(
