@@ -35,6 +35,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
+from langchain_core.messages import AIMessageChunk  # noqa: E402
 from langchain_core.outputs import LLMResult  # noqa: E402
 
 from footnote.evaluate import load_beir, prepare_index  # noqa: E402
@@ -105,7 +106,11 @@ def ask(graph: Any, server: LlamaServer, index: str | Path, question: str) -> di
             final = payload
         elif mode == "custom" and payload.get("event") == "graded":
             method = payload.get("method", "-")
-        elif mode == "messages" and payload[1].get("langgraph_node") == "generate":
+        elif (
+            mode == "messages"
+            and payload[1].get("langgraph_node") == "generate"
+            and isinstance(payload[0], AIMessageChunk)  # the node's final message follows
+        ):
             answer_text.append(str(payload[0].content))
     seconds = time.monotonic() - started
     raw = "".join(answer_text)
