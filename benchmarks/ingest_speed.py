@@ -129,6 +129,7 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
     out: dict[str, Any] = {}
     with measured(out, "model_load"):
         model = load_embeddings()
+        model._load()  # the session loads on first use; the steps below wrap it
     clock = StepClock()
     tokens = {"real": 0, "padded": 0, "texts": 0}
     session, tokenizer = model._session, model._tokenizer
@@ -152,7 +153,7 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
         return _Proxy(backend, publish=clock.wrap("write", backend.publish))
 
     patches = [
-        (pipeline, "parse_file", clock.wrap("parse", pipeline.parse_file)),
+        (pipeline, "parse_bytes", clock.wrap("parse", pipeline.parse_bytes)),
         (pipeline, "open_writer", timed_backend),
         (chunking.Chunker, "split_document", clock.wrap("chunk", chunking.Chunker.split_document)),
         (model, "count_tokens", clock.wrap("tokenise", model.count_tokens)),

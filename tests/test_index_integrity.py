@@ -99,26 +99,24 @@ def tamper_checksum_escape(index: Path, tmp: Path) -> None:
     )
 
 
-def tamper_huge_npy_header(index: Path, tmp: Path) -> None:
-    path = vdir_of(index) / "bm25" / "data.csc.index.npy"
+def _claim_huge_shape(index: Path, name: str, descr: str) -> None:
+    """Rewrite `name`'s .npy header to claim 100 billion items, keep the real data after it."""
+    path = vdir_of(index) / name
     array = np.load(path)
-    with path.open("wb") as handle:  # a header claiming 100 billion floats, then the real data
+    with path.open("wb") as handle:
         np.lib.format.write_array_header_1_0(
-            handle, {"descr": "<f4", "fortran_order": False, "shape": (100_000_000_000,)}
+            handle, {"descr": descr, "fortran_order": False, "shape": (100_000_000_000,)}
         )
         handle.write(array.tobytes())
-    rehash(index, "bm25/data.csc.index.npy")
+    rehash(index, name)
+
+
+def tamper_huge_npy_header(index: Path, tmp: Path) -> None:
+    _claim_huge_shape(index, "bm25/data.csc.index.npy", "<f4")
 
 
 def tamper_huge_column_header(index: Path, tmp: Path) -> None:
-    path = vdir_of(index) / "columns" / "access.rows.npy"
-    array = np.load(path)
-    with path.open("wb") as handle:  # a mask column claiming 100 billion rows
-        np.lib.format.write_array_header_1_0(
-            handle, {"descr": "<i4", "fortran_order": False, "shape": (100_000_000_000,)}
-        )
-        handle.write(array.tobytes())
-    rehash(index, "columns/access.rows.npy")
+    _claim_huge_shape(index, "columns/access.rows.npy", "<i4")  # a mask column
 
 
 def tamper_column_rows_outside(index: Path, tmp: Path) -> None:
