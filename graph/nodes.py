@@ -207,30 +207,30 @@ class AnswerNodes:
             if all(_usable_query(call.get("args", {})) for call in response.tool_calls):
                 return self._search_update(response, "call_retriever")
             # A forced call from a small model can carry an empty or non-text query.
-            runtime.stream_writer({"event": "fallback_search", "query": state.query})
-            update = self._search_update(
-                _search_call(state.query, fallback="model's search call had no usable query"),
-                "call_retriever:fallback_search",
-            )
-            update["notices"] = [
-                "The model's search call had no usable query; Footnote searched with the "
-                "rewritten query itself."
-            ]
-            return update
+            return self._fallback_search(
+                state, runtime, "model's search call had no usable query",
+                "The model's search call had no usable query",
+            )  # fmt: skip
         asked = {
             "named": "asked for it by name",
             "offered": "offered the tool",
             "refused": "the server refuses tools",
         }[how]
+        return self._fallback_search(
+            state, runtime, f"model made no tool call ({asked})",
+            f"The model made no search call ({asked})",
+        )  # fmt: skip
+
+    def _fallback_search(
+        self, state: State, runtime: Runtime[Context], why: str, told: str
+    ) -> dict[str, Any]:
+        """The graph's own search with the rewritten query; `why` goes to the trace, `told`
+        opens the notice."""
         runtime.stream_writer({"event": "fallback_search", "query": state.query})
         update = self._search_update(
-            _search_call(state.query, fallback=f"model made no tool call ({asked})"),
-            "call_retriever:fallback_search",
+            _search_call(state.query, fallback=why), "call_retriever:fallback_search"
         )
-        update["notices"] = [
-            f"The model made no search call ({asked}); Footnote searched with the "
-            "rewritten query itself."
-        ]
+        update["notices"] = [f"{told}; Footnote searched with the rewritten query itself."]
         return update
 
     @staticmethod
