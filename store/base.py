@@ -13,7 +13,7 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from footnote.store.types import Caller, Chunk, FileRecord, Filters, Hit
+from footnote.store.types import Caller, Chunk, FileRecord, Filters, Ranked
 
 if TYPE_CHECKING:  # only annotations need it: the command line starts without numpy
     import numpy as np
@@ -71,7 +71,8 @@ class IndexReader(Protocol[S]):
 
     Every search is pre-filtered by a selection (access control and metadata filters applied
     before ranking), so a selective filter still returns k hits when k exist and a chunk the
-    caller may not see is never scored. `row` in a `Hit` is the backend's stable row id.
+    caller may not see is never scored. Searches return `Ranked` rows (the backend's stable
+    row ids); `chunks` reads the few that are kept.
     """
 
     location: str
@@ -81,11 +82,14 @@ class IndexReader(Protocol[S]):
     def select(self, caller: Caller, filters: Filters | None = None) -> S:
         """The rows `caller` may see that pass `filters`; a malformed filter fails here."""
 
-    def keyword(self, query: str, k: int, selection: S) -> list[Hit]:
+    def keyword(self, query: str, k: int, selection: S) -> list[Ranked]:
         """Up to k keyword matches for the query's words, best first."""
 
-    def dense(self, vector: np.ndarray, k: int, selection: S) -> list[Hit]:
+    def dense(self, vector: np.ndarray, k: int, selection: S) -> list[Ranked]:
         """The k rows whose stored vectors have the highest inner product with `vector`."""
+
+    def chunks(self, rows: Sequence[int]) -> list[Chunk]:
+        """The chunks at `rows`, in order."""
 
     def vectors(self, rows: Sequence[int]) -> np.ndarray:
         """The stored vectors of `rows`, in order (zeros for a row this version lacks)."""

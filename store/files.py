@@ -77,11 +77,11 @@ from footnote.store.types import (
     Chunk,
     FileRecord,
     Filters,
-    Hit,
     IndexCorrupt,
     IndexError_,
     IndexMismatch,
     IndexNotFound,
+    Ranked,
     check_embeddings,
 )
 
@@ -588,16 +588,16 @@ class FilesReader:
         self.index.check()  # a malformed filter is the caller's ValueError, not damage
         return self.index.columns.mask(caller, filters)
 
-    def keyword(self, query: str, k: int, selection: np.ndarray) -> list[Hit]:
+    def keyword(self, query: str, k: int, selection: np.ndarray) -> list[Ranked]:
         """BM25 over the stored keyword index."""
         self.index.check()
         tokens = [t for t in keyword_tokens(query) if t in self.index.bm25.vocab_dict]
         if not tokens or self._n == 0 or k <= 0:
             return []
         scores = np.asarray(self.index.bm25.get_scores(tokens), dtype=np.float32)[: self._n]
-        return self._hits(*_top(np.where(selection & (scores > 0), scores, -np.inf), k))
+        return self._ranked(*_top(np.where(selection & (scores > 0), scores, -np.inf), k))
 
-    def dense(self, vector: np.ndarray, k: int, selection: np.ndarray) -> list[Hit]:
+    def dense(self, vector: np.ndarray, k: int, selection: np.ndarray) -> list[Ranked]:
         """Top k allowed rows by inner product. Exact on a flat index; on an IVF index an
         approximate pass first, re-run exactly (every list scanned) if it returns fewer than
         k allowed rows, or skipped for the exact pass when the selection is so narrow that
@@ -612,13 +612,13 @@ class FilesReader:
         bits = None if allowed == self._n else np.packbits(selection, bitorder="little")
         vectors = self.index.vectors
         if self.dense_kind != "ivf":
-            return self._hits(*dense_search(vectors, query, k, bits, None))
+            return self._ranked(*dense_search(vectors, query, k, bits, None))
         nprobe, nlist = int(vectors.nprobe), int(vectors.nlist)  # type: ignore[attr-defined]
         if allowed * nprobe / nlist >= EXACT_BELOW_EXPECTED * k:
             scores, rows = dense_search(vectors, query, k, bits, nprobe)
             if len(rows) == k:
-                return self._hits(scores, rows)
-        return self._hits(*dense_search(vectors, query, k, bits, nlist))
+                return self._ranked(scores, rows)
+        return self._ranked(*dense_search(vectors, query, k, bits, nlist))
 
     def vectors(self, rows: Sequence[int]) -> np.ndarray:
         return self.index.vectors_at(rows)
@@ -632,9 +632,15 @@ class FilesReader:
     def snapshot(self) -> AbstractContextManager[None]:
         return nullcontext()
 
-    def _hits(self, scores: np.ndarray, rows: np.ndarray) -> list[Hit]:
-        chunks = self.index.read_chunks(rows.tolist())
-        return [Hit(c, float(s), int(r)) for c, s, r in zip(chunks, scores, rows, strict=True)]
+    def chunks(self, rows: Sequence[int]) -> list[Chunk]:
+        return self.index.read_chunks(rows)
+
+    def _ranked(self, scores: np.ndarray, rows: np.ndarray) -> list[Ranked]:
+        positions = self.index.columns.position[rows].tolist()
+        return [
+            Ranked(int(r), float(s), p)
+            for r, s, p in zip(rows.tolist(), scores.tolist(), positions, strict=True)
+        ]
 
 
 _NO_ROWS = (np.zeros(0, dtype=np.float32), np.zeros(0, dtype=np.int64))

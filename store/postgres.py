@@ -36,9 +36,9 @@ from footnote.store.types import (
     Chunk,
     FileRecord,
     Filters,
-    Hit,
     IndexError_,
     IndexNotFound,
+    Ranked,
     access_groups,
     chunk_position,
     parse_date,
@@ -510,26 +510,26 @@ class PostgresReader:
     def select(self, caller: Caller, filters: Filters | None = None) -> Where:
         return where_clause(caller, filters)
 
-    def keyword(self, query: str, k: int, selection: Where) -> list[Hit]:
+    def keyword(self, query: str, k: int, selection: Where) -> list[Ranked]:
         """Full-text search ranked by ts_rank (not BM25: no idf saturation, see docs)."""
         text = tsquery_text(query)
         if not text or k <= 0:
             return []
         where, params = selection
         sql = (
-            f"SELECT row_id, doc, ts_rank(tsv, q, 1) AS score "
+            f"SELECT row_id, doc->>'id', ts_rank(tsv, q, 1) AS score "
             f"FROM {self.where.chunks}, to_tsquery('{TEXT_SEARCH_CONFIG}', %(q)s) q "
             f"WHERE tsv @@ q AND {where} ORDER BY score DESC, row_id LIMIT %(k)s"
         )
         with self._conn() as conn:
-            return _hits(conn.execute(sql, {**params, "q": text, "k": k}).fetchall())
+            return _ranked(conn.execute(sql, {**params, "q": text, "k": k}).fetchall())
 
-    def dense(self, vector: np.ndarray, k: int, selection: Where) -> list[Hit]:
+    def dense(self, vector: np.ndarray, k: int, selection: Where) -> list[Ranked]:
         if k <= 0:
             return []
         where, params = selection
         sql = (
-            f"SELECT row_id, doc, -(embedding <#> %(v)s::vector) AS score "
+            f"SELECT row_id, doc->>'id', -(embedding <#> %(v)s::vector) AS score "
             f"FROM {self.where.chunks} WHERE {where} "
             f"ORDER BY embedding <#> %(v)s::vector LIMIT %(k)s"
         )
@@ -543,7 +543,19 @@ class PostgresReader:
                 conn.execute("SET LOCAL enable_indexscan = off")
                 rows = conn.execute(sql, args).fetchall()
                 conn.execute("SET LOCAL enable_indexscan = on")
-        return sorted(_hits(rows), key=lambda h: (-h.score, h.row))
+        return sorted(_ranked(rows), key=lambda h: (-h.score, h.row))
+
+    def chunks(self, rows: Sequence[int]) -> list[Chunk]:
+        wanted = [int(r) for r in rows]
+        with self._conn() as conn:
+            found = conn.execute(
+                f"SELECT row_id, doc FROM {self.where.chunks} WHERE row_id = ANY(%s)", (wanted,)
+            ).fetchall()
+        docs = {int(row): doc for row, doc in found}
+        missing = [r for r in wanted if r not in docs]
+        if missing:
+            raise IndexError_(f"{self.location}: row {missing[0]} was replaced; search again")
+        return [Chunk.from_dict(docs[r]) for r in wanted]
 
     def vectors(self, rows: Sequence[int]) -> np.ndarray:
         dimension = int(self.manifest["embedding"]["dimension"])
@@ -575,8 +587,8 @@ class PostgresReader:
         return self._rows, {str(t): int(n) for t, n in found}
 
 
-def _hits(rows: list[tuple[Any, ...]]) -> list[Hit]:
-    return [Hit(Chunk.from_dict(doc), float(score), int(row)) for row, doc, score in rows]
+def _ranked(rows: list[tuple[Any, ...]]) -> list[Ranked]:
+    return [Ranked(int(row), float(score), chunk_position(cid)) for row, cid, score in rows]
 
 
 def current_version(url: str) -> str | None:

@@ -98,6 +98,17 @@ class Hit:
     row: int
 
 
+@dataclass(frozen=True)
+class Ranked:
+    """A row one search ranked, before its chunk is read: fusion and section decay need only
+    the row, its score and the chunk's position in its section, so a query reads the chunks
+    of its final top k, not of every candidate each stage returned."""
+
+    row: int
+    score: float
+    position: int
+
+
 @dataclass(kw_only=True)
 class Filters:
     """Metadata filters; every given condition must hold."""

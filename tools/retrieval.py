@@ -26,7 +26,7 @@ from footnote.ingest.embeddings import IndexEmbeddings, embeddings_for_index
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens
-from footnote.store.types import Caller, Filters, Hit, check_embeddings, chunk_position
+from footnote.store.types import Caller, Filters, Hit, Ranked, check_embeddings
 from footnote.tools.stages import STAGES as STAGES
 from footnote.tools.stages import Stage as Stage
 
@@ -61,11 +61,18 @@ class Retriever(Generic[S]):
         return self.reader.select(caller, filters)
 
     def bm25(self, query: str, k: int, mask: S) -> list[Hit]:
-        return self.reader.keyword(query, k, mask)
+        with self.reader.snapshot():
+            return self.read(self.reader.keyword(query, k, mask))
 
     def dense(self, query: str | np.ndarray, k: int, mask: S) -> list[Hit]:
         vector = self.query_vector(query) if isinstance(query, str) else query
-        return self.reader.dense(vector, k, mask)
+        with self.reader.snapshot():
+            return self.read(self.reader.dense(vector, k, mask))
+
+    def read(self, ranked: list[Ranked]) -> list[Hit]:
+        """Hits with their chunks, read in one batch."""
+        chunks = self.reader.chunks([r.row for r in ranked])
+        return [Hit(c, r.score, r.row) for c, r in zip(chunks, ranked, strict=True)]
 
     def hybrid(
         self,
@@ -85,29 +92,29 @@ class Retriever(Generic[S]):
         `position_decay` lowers the dense score of a section's later chunks (by up to five
         steps): a section's opening says what it is about, while its continuation chunks
         match many questions a little, so long sections would otherwise win too often.
-        All runs read one snapshot, so a concurrent ingest never mixes two versions.
+        All runs read one snapshot, so a concurrent ingest never mixes two versions; only
+        the fused top k chunks are read.
         """
         vectors = [self.query_vector(query), *(extra_vectors or [])]
         with self.reader.snapshot():
             keyword = self.reader.keyword(query, depth, mask)
             dense_runs = [self.reader.dense(v, depth, mask) for v in vectors]
-        if position_decay:
-            dense_runs = [_decay(run, position_decay) for run in dense_runs]
-        fused: dict[int, float] = defaultdict(float)
-        runs = [(1 - dense_weight, keyword)] + [
-            (dense_weight / len(dense_runs), run) for run in dense_runs
-        ]
-        for weight, run in runs:
-            scores = (
-                {hit.row: 1 / (rrf_k + rank + 1) for rank, hit in enumerate(run)}
-                if fusion == "rrf"
-                else _minmax(run)
-            )
-            for row, score in scores.items():
-                fused[row] += weight * score
-        best = sorted(fused.items(), key=lambda item: -item[1])[:k]
-        chunks = {hit.row: hit.chunk for _, run in runs for hit in run}
-        return [Hit(chunks[row], float(score), row) for row, score in best]
+            if position_decay:
+                dense_runs = [_decay(run, position_decay) for run in dense_runs]
+            fused: dict[int, float] = defaultdict(float)
+            runs = [(1 - dense_weight, keyword)] + [
+                (dense_weight / len(dense_runs), run) for run in dense_runs
+            ]
+            for weight, run in runs:
+                scores = (
+                    {hit.row: 1 / (rrf_k + rank + 1) for rank, hit in enumerate(run)}
+                    if fusion == "rrf"
+                    else _minmax(run)
+                )
+                for row, score in scores.items():
+                    fused[row] += weight * score
+            best = sorted(fused.items(), key=lambda item: -item[1])[:k]
+            return self.read([Ranked(row, float(score), 0) for row, score in best])
 
     def idf(self, token: str) -> float:
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
@@ -150,10 +157,9 @@ def _idf(total: int, df: int) -> float:
     return float(np.log(1 + (n - df + 0.5) / (df + 0.5)))
 
 
-def _decay(run: list[Hit], rate: float) -> list[Hit]:
+def _decay(run: list[Ranked], rate: float) -> list[Ranked]:
     decayed = [
-        Hit(h.chunk, h.score - rate * min(chunk_position(h.chunk.id), MAX_DECAY_STEPS), h.row)
-        for h in run
+        Ranked(r.row, r.score - rate * min(r.position, MAX_DECAY_STEPS), r.position) for r in run
     ]
     return sorted(decayed, key=lambda h: -h.score)
 
@@ -175,7 +181,7 @@ def expand_query(query: str, feedback: list[str], terms: int = 6) -> str:
     return " ".join([query, *extra]).strip()
 
 
-def _minmax(run: list[Hit]) -> dict[int, float]:
+def _minmax(run: list[Ranked]) -> dict[int, float]:
     if not run:
         return {}
     scores = np.array([h.score for h in run])
