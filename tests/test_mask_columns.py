@@ -237,3 +237,51 @@ def test_path_like_a_flat_index_below_the_threshold(tmp_path: Path) -> None:
     assert index.manifest["dense"] == {"kind": "flat"}
     assert isinstance(index.vectors, faiss.IndexFlatIP)
     np.testing.assert_allclose(index.vectors_at(np.array([3, 1])), vectors[[3, 1]], rtol=1e-6)
+
+
+WORDS = ["refund", "payment", "key", "rotate", "token", "deploy", "policy", "leave"]
+
+
+@pytest.fixture(scope="module")
+def keyword_reader(tmp_path_factory: pytest.TempPathFactory) -> FilesReader:
+    rng = np.random.default_rng(5)
+    chunks = [
+        Chunk.from_dict({
+            "id": f"d{i}.md#s:0", "title": "T", "source": f"d{i}.md", "section": "",
+            "access": ["everyone"],
+            "text": " ".join(rng.choice(WORDS, size=int(rng.integers(1, 12)))),
+        })
+        for i in range(300)
+    ]  # fmt: skip
+    root = tmp_path_factory.mktemp("keyword") / "index"
+    write_index(root, chunks=chunks, vectors=unit_rows(300, 8), files={}, manifest=manifest(8))
+    return FilesReader(load_index(root))
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    words=st.lists(st.sampled_from([*WORDS, "absent"]), min_size=1, max_size=6),
+    k=st.integers(1, 40),
+    share=st.floats(0, 1),
+    seed=st.integers(0, 2**16),
+)
+def test_keyword_search_from_postings_equals_scoring_every_row(
+    keyword_reader: FilesReader, words: list[str], k: int, share: float, seed: int
+) -> None:
+    """Summing only the query words' postings gives the rows, order and scores that scoring
+    every row with bm25s and masking gives (ties broken by row), under any selection."""
+    reader = keyword_reader
+    selection = np.random.default_rng(seed).random(300) < share
+    query = " ".join(words)
+    tokens = [t for t in store.keyword_tokens(query) if t in reader.index.bm25.vocab_dict]
+    if tokens:
+        every = np.asarray(reader.index.bm25.get_scores(tokens), dtype=np.float32)
+        candidates = np.flatnonzero(selection & (every > 0))
+        order = candidates[np.lexsort((candidates, -every[candidates]))][:k]
+    else:
+        order = np.zeros(0, dtype=np.int64)
+    found = reader.keyword(query, k, selection)
+    assert [r.row for r in found] == order.tolist()
+    np.testing.assert_allclose([r.score for r in found], every[order] if tokens else [], rtol=1e-5)
