@@ -7,7 +7,8 @@ sources, sections, metadata objects), with offsets, so value v's rows are
 the reference predicate (`Caller.may_see`, `Filters.matches`) once per *distinct value*,
 then sets the rows of the values that pass (or clears those that fail, whichever is fewer),
 so it agrees with the per-chunk check by construction and costs one scatter of the rows it
-names. The caller's mask and each condition's rows are cached per index version.
+names. Masks are cached per index version: a caller's, each condition's, and each
+(caller, filters) pair's, which a query gets read-only.
 
     columns/<column>.rows.npy, columns/<column>.offsets.npy   for access, source, section,
         metadata
@@ -23,7 +24,7 @@ import json
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import replace
+from dataclasses import asdict, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -184,11 +185,18 @@ class MaskColumns:
             return self._values[name]
 
     def mask(self, caller: Any, filters: Any = None) -> np.ndarray:
-        """Rows the caller may see that pass the filters (a `Filters`, or None): a fresh
-        array the caller may change."""
-        mask = self._cached(("caller", caller), lambda: self._access_mask(caller)).copy()
+        """Rows the caller may see that pass the filters (a `Filters`, or None), as a
+        read-only array. Each (caller, filters) pair's mask is built once per index version
+        and kept (least recently used first out), so a caller's repeat queries cost a look-up,
+        and a new pair costs a few array operations over masks that are cached as well."""
+        key = ("mask", caller, None if filters is None else _encode(asdict(filters)))
+        return self._cached(key, partial(self._combined, caller, filters))
+
+    def _combined(self, caller: Any, filters: Any) -> np.ndarray:
+        mask = self._cached(("caller", caller), lambda: self._access_mask(caller))
         if filters is None:
             return mask
+        mask = mask.copy()
         for name in ("source", "section", "metadata"):
             if getattr(filters, name):
                 single = replace(filters, **_ONLY[name])

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from footnote.store import files as store
-from footnote.store.columns import MaskColumns, build_columns
+from footnote.store.columns import CACHED_MASKS, MaskColumns, build_columns
 from footnote.store.files import FilesReader, dense_search, load_index, write_index
 from footnote.store.types import Caller, Chunk, Filters
 
@@ -117,6 +117,24 @@ def test_loaded_index_mask_agrees_with_the_per_chunk_check(
     assert [c.to_dict() for c in loaded] == [c.to_dict() for c in chunks]
     assert index.columns.mask(caller, filters).tolist() == reference(loaded, caller, filters)
     assert index.columns.mask(caller).tolist() == reference(loaded, caller, None)
+
+
+def test_a_mask_is_built_once_per_caller_and_filters_and_is_read_only() -> None:
+    """Repeat queries share one read-only mask (no per-query copy); other pairs get their
+    own, and more pairs than the cache holds are rebuilt correctly."""
+    chunks = make_chunks([{"access": [GROUPS[i % 4]], "source": SOURCES[i % 3], "section": ""}
+                          for i in range(40)])  # fmt: skip
+    columns = columns_for(chunks)
+    caller = Caller(groups=frozenset({"engineering"}))
+    first = columns.mask(caller, Filters(source="a/*"))
+    assert columns.mask(caller, Filters(source="a/*")) is first
+    with pytest.raises(ValueError):
+        first[0] = True
+    for i in range(CACHED_MASKS + 5):
+        glob = f"{'ab'[i % 2]}/*"
+        expected = reference(chunks, caller, Filters(source=glob, section=str(i)))
+        assert columns.mask(caller, Filters(source=glob, section=str(i))).tolist() == expected
+    assert columns.mask(caller, Filters(source="a/*")).tolist() == first.tolist()
 
 
 def test_malformed_access_is_visible_to_admin_only() -> None:
