@@ -20,7 +20,9 @@ names. Masks are cached per index version: a caller's, each condition's, and eac
 from __future__ import annotations
 
 import datetime as dt
+import fnmatch
 import json
+import re
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
@@ -228,11 +230,14 @@ class MaskColumns:
 
     def _value_mask(self, name: str, single: Any) -> np.ndarray:
         values = self.values(name)
-        passes = np.fromiter(
-            (single.matches(_Row(**{name: value})) for value in values),
-            dtype=bool,
-            count=len(values),
-        )
+        if name == "source" and all(isinstance(v, str) for v in values):
+            # `fnmatchcase` is this compiled pattern's match; one compile, not one per value
+            match = re.compile(fnmatch.translate(single.source)).match
+            passes = np.fromiter((match(v) is not None for v in values), bool, len(values))
+        else:
+            passes = np.fromiter(
+                (single.matches(_Row(**{name: value})) for value in values), bool, len(values)
+            )
         return self._rows_of(name, passes)
 
     def _rows_of(self, name: str, passes: np.ndarray) -> np.ndarray:
