@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from footnote.graph import prompts
-from footnote.graph.grader import OFFLINE_GRADERS, OfflineGrader
+from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OFFLINE_GRADERS, OfflineGrader
 from footnote.store.backends import default_index
 from footnote.tools.rerank import check_reranker
 
@@ -100,12 +100,13 @@ class Context:
         },
     )
     offline_grader: OfflineGrader = field(
-        default="calibrated",
+        default=DEFAULT_OFFLINE_GRADER,
         metadata={
             "description": "How chunks are graded without a model (and when a model's grades "
-            "are unusable): 'calibrated' (a logistic regression over the retrieval evidence, "
-            "fitted on pyfaq-core; footnote/graph/grader.json) or 'linear' (0.6 x similarity "
-            "+ 0.4 x keyword coverage)."
+            "are unusable): 'linear' (0.6 x similarity + 0.4 x keyword coverage) or "
+            "'calibrated' (a logistic regression over the same evidence, fitted on pyfaq-core; "
+            "footnote/graph/grader.json). The calibrated one abstains more on the dev corpus "
+            "but wrongly abstains more on the check corpus (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

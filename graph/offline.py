@@ -4,7 +4,7 @@
   a retry adds pseudo-relevance-feedback terms from the last candidates.
 - grading: a grade per chunk from its embedding similarity to the question, the share of
   the question's (idf-weighted) keywords it contains and its place among the other
-  candidates (`grader.py`: the calibrated model by default, or the linear blend).
+  candidates (`grader.py`: the linear blend by default, or the calibrated model).
 - answering: extractive; the sentences of the kept chunks closest to the question, each
   followed by its citation.
 """
@@ -18,7 +18,12 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
-from footnote.graph.grader import OfflineGrader, linear_score, offline_grades
+from footnote.graph.grader import (
+    DEFAULT_OFFLINE_GRADER,
+    OfflineGrader,
+    linear_score,
+    offline_grades,
+)
 from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
@@ -49,7 +54,9 @@ def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     return expand_query(query, [c["document"].page_content for c in candidates])
 
 
-def grades(candidates: Sequence[Candidate], grader: OfflineGrader = "calibrated") -> list[float]:
+def grades(
+    candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
+) -> list[float]:
     """Relevance of each candidate of one search in [0, 1]; 0.5 is the grader's operating
     point. Grades depend on the other candidates (ranks, margins), so grade them together."""
     return offline_grades(candidates, grader)

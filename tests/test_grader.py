@@ -124,16 +124,17 @@ def test_missing_file_is_refused(tmp_path: Path) -> None:
         load_grader(tmp_path / "missing.json")
 
 
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
 @pytest.mark.parametrize("which", [0, 2])
 @pytest.mark.parametrize("field", ["dense", "coverage"])
-def test_grade_is_monotone_in_the_evidence(which: int, field: str) -> None:
+def test_grade_is_monotone_in_the_evidence(which: int, field: str, offline_grader: Any) -> None:
     base = [(0.55, 0.5), (0.5, 0.6), (0.4, 0.3), (0.35, 0.1)]
     previous = -1.0
     for value in [i / 20 for i in range(21)]:
         evidence = list(base)
         dense, coverage = evidence[which]
         evidence[which] = (value, coverage) if field == "dense" else (dense, value)
-        grade = offline_grades(candidates(*evidence))[which]
+        grade = offline_grades(candidates(*evidence), offline_grader)[which]
         assert 0.0 <= grade <= 1.0
         assert grade >= previous - 1e-12
         previous = grade
@@ -148,7 +149,7 @@ def test_the_fitted_threshold_is_the_operating_grade() -> None:
             assert (g >= OPERATING_GRADE) == (p >= model.threshold)
             assert math.isclose(g, OPERATING_GRADE) == math.isclose(p, model.threshold)
     assert Context().grade_threshold == OPERATING_GRADE
-    assert Context().offline_grader == "calibrated"
+    assert Context().offline_grader == "linear"
 
 
 def test_linear_grader_keeps_its_operating_point() -> None:
@@ -198,7 +199,7 @@ def test_parental_leave_is_not_covered_with_each_grader(
 
 
 def test_graph_keeps_what_passes_the_fitted_threshold(handbook_index: Path) -> None:
-    out = ask(API_KEY_QUESTION, handbook_index)
+    out = ask(API_KEY_QUESTION, handbook_index, offline_grader="calibrated")
     pool = out["candidates"]
     passing = [
         c["document"]
@@ -210,7 +211,9 @@ def test_graph_keeps_what_passes_the_fitted_threshold(handbook_index: Path) -> N
 
 def test_handbook_ranks_rotation_above_sts_credentials(handbook_index: Path) -> None:
     """The heading feature once ranked sts.md § Credentials above keys.md § Rotation."""
-    out = ask("How often are API keys rotated?", handbook_index)
+    out = ask("How often are API keys rotated?", handbook_index, offline_grader="calibrated")
     pool = out["candidates"]
-    by_grade = sorted(zip(offline_grades(pool), pool, strict=True), key=lambda pair: -pair[0])
+    by_grade = sorted(
+        zip(offline_grades(pool, "calibrated"), pool, strict=True), key=lambda pair: -pair[0]
+    )
     assert by_grade[0][1]["document"].metadata["source"] == "keys.md"
