@@ -14,8 +14,11 @@ above it; the same threshold is then measured on the check corpus. The linear bl
 same treatment, so the two are compared at equal wrong-abstention on dev.
 
     python benchmarks/fit_grader.py --dev benchmarks/data/pyfaq-core \\
-        --check benchmarks/data/debfaq [--max-abstain 0.05] [--whole-graph] [--write FILE]
+        --check benchmarks/data/debfaq [--max-abstain 0.05] [--features dense,coverage] \\
+        [--whole-graph] [--write FILE] [--rows CACHE.json]
 
+--features picks among FEATURES (default: similarity and coverage, the shipped model's).
+--rows caches the collected candidates in a file and reads them back on the next run.
 --whole-graph also runs the whole answer graph (`footnote eval --answers`) on both corpora
 with each offline grader (the Context's `offline_grader`). --write saves the fitted model as
 plain JSON (never a pickle); `--write graph/grader.json` with the defaults writes the shipped
