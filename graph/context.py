@@ -7,6 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from footnote.graph import prompts
+from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OFFLINE_GRADERS, OfflineGrader
 from footnote.store.backends import default_index
 from footnote.tools.rerank import check_reranker
 
@@ -89,12 +90,23 @@ class Context:
         },
     )
     grade_threshold: float = field(
-        default=0.415,
+        default=0.5,
         metadata={
-            "description": "Relevance score in [0, 1] a chunk needs to be kept. The default "
-            "is where the offline grade wrongly abstains on about 5% of answerable questions "
-            "(measured on pyfaq-core, checked on debfaq: docs/evaluation.md); a model's 0-10 "
-            "grades pass from 5 either way."
+            "description": "Grade in [0, 1] a chunk needs to be kept. A model's 0-10 grades "
+            "count as tenths (they pass from 5); the offline grades are scaled so that 0.5 is "
+            "their operating point, where about 5% of answerable questions are wrongly "
+            "abstained on (chosen on pyfaq-core, checked on debfaq: docs/evaluation.md). "
+            "Higher abstains more often."
+        },
+    )
+    offline_grader: OfflineGrader = field(
+        default=DEFAULT_OFFLINE_GRADER,
+        metadata={
+            "description": "How chunks are graded without a model (and when a model's grades "
+            "are unusable): 'linear' (0.6 x similarity + 0.4 x keyword coverage) or "
+            "'calibrated' (a logistic regression over the same evidence, fitted on pyfaq-core; "
+            "footnote/graph/grader.json). The calibrated one abstains more on the dev corpus "
+            "but wrongly abstains more on the check corpus (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(
@@ -152,6 +164,11 @@ class Context:
 
     def __post_init__(self) -> None:
         check_reranker(self.reranker)
+        if self.offline_grader not in OFFLINE_GRADERS:
+            raise ValueError(
+                f"unknown offline grader {self.offline_grader!r}: use one of "
+                f"{', '.join(OFFLINE_GRADERS)}"
+            )
 
     @classmethod
     def coerce(cls, value: Any) -> Context:

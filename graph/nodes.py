@@ -272,7 +272,7 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        fallback = [offline.grade(c) for c in candidates]
+        fallback = offline.grades(candidates, context.offline_grader)
         if self.chat_model(context) is None or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]

@@ -2,8 +2,9 @@
 
 - rewriting: the question as asked; a short follow-up is joined to the previous question;
   a retry adds pseudo-relevance-feedback terms from the last candidates.
-- grading: a score per chunk from its embedding similarity to the question and the share of
-  the question's (idf-weighted) keywords it contains.
+- grading: a grade per chunk from its embedding similarity to the question, the share of
+  the question's (idf-weighted) keywords it contains and its place among the other
+  candidates (`grader.py`: the linear blend by default, or the calibrated model).
 - answering: extractive; the sentences of the kept chunks closest to the question, each
   followed by its citation.
 """
@@ -17,13 +18,16 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
+from footnote.graph.grader import (
+    DEFAULT_OFFLINE_GRADER,
+    OfflineGrader,
+    linear_score,
+    offline_grades,
+)
 from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import expand_query
-
-DENSE_WEIGHT = 0.6
-"""Weight of embedding similarity in the offline grade; the rest is keyword coverage."""
 
 _REFERRING_START = re.compile(
     r"^(they|it|this|these|those|that|such|because|however|instead|so|then)\b", re.IGNORECASE
@@ -50,11 +54,17 @@ def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     return expand_query(query, [c["document"].page_content for c in candidates])
 
 
+def grades(
+    candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
+) -> list[float]:
+    """Relevance of each candidate of one search in [0, 1]; 0.5 is the grader's operating
+    point. Grades depend on the other candidates (ranks, margins), so grade them together."""
+    return offline_grades(candidates, grader)
+
+
 def grade(candidate: Candidate) -> float:
-    """Relevance in [0, 1] from the evidence the retrieval measured for the chunk."""
-    evidence = candidate["evidence"]
-    score = DENSE_WEIGHT * evidence["dense"] + (1 - DENSE_WEIGHT) * evidence["coverage"]
-    return max(0.0, min(1.0, score))
+    """The linear blend's raw score in [0, 1] (0.6 x similarity + 0.4 x coverage), unscaled."""
+    return linear_score(candidate)
 
 
 def extractive_answer(

@@ -101,6 +101,7 @@ def test_wheel_installs_only_the_footnote_package(wheel: Path) -> None:
     for module in ("graph/graph.py", "tools/retriever.py", "ingest/pipeline.py", "store/base.py"):
         assert f"footnote/{module}" in names, module
     assert "footnote/ingest/data/minilm_tokenizer.json" in names
+    assert "footnote/graph/grader.json" in names, "the calibrated grader ships with the package"
 
 
 def test_graph_imports_beside_a_hosts_own_tools_and_graph(

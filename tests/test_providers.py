@@ -189,18 +189,23 @@ def test_hanging_server_times_out(stub: StubOpenAI, handbook_index: Path) -> Non
     ["not json {", '{"scores": "high"}', '{"grades": [9, 1]}', '{"scores": [9]}'],
     ids=["invalid-json", "wrong-type", "wrong-key", "wrong-count"],
 )
-def test_malformed_grades_fall_back(stub: StubOpenAI, handbook_index: Path, raw: str) -> None:
+@pytest.mark.parametrize("grader", ["linear", "calibrated"])
+def test_malformed_grades_fall_back(
+    stub: StubOpenAI, handbook_index: Path, raw: str, grader: str
+) -> None:
     stub.script(tool_call("search_documents", {"query": "API key rotation"}), malformed(raw))
     stub.script(text(ANSWER))
-    final = final_state(make_graph(), llm_context(stub, handbook_index))
+    final = final_state(make_graph(), llm_context(stub, handbook_index, offline_grader=grader))
 
     assert final["messages"][-1].content == ANSWER
     assert any("Grading fell back" in notice for notice in final["notices"])
-    by_offline_grade = sorted(final["candidates"], key=lambda c: -offline.grade(c))
-    assert (
-        final["documents"]
-        == [c["document"] for c in by_offline_grade if offline.grade(c) >= 0.5][:4]
-    ), "the offline grades decide what is kept"
+    pool = final["candidates"]
+    grades = offline.grades(pool, grader)  # type: ignore[arg-type]
+    ranked = sorted(range(len(pool)), key=lambda i: -grades[i])
+    assert final["documents"] == [pool[i]["document"] for i in ranked if grades[i] >= 0.5][:4], (
+        "the offline grades decide what is kept"
+    )
+    assert final["documents"][0].metadata["source"] == "keys.md"
     graded = next(step for step in final["route"] if step.startswith("grade_documents:"))
     assert int(graded.split(":")[1].split("/")[0]) > 0
     assert final["route"][-2:] == ["generate", "verify_citations"]

@@ -1,0 +1,252 @@
+"""The offline grader's two models: the linear blend and the calibrated logistic regression.
+
+Both read only what a candidate carries at grading time: its evidence (embedding similarity
+to the question, idf-weighted keyword coverage) and its place among the other candidates of
+the same search. Both return grades in [0, 1] scaled so that the grader's operating point, the
+threshold it was chosen with on the dev corpus, reads 0.5: the point at which a model's 0-10
+grade passes from 5, and `Context.grade_threshold`'s default. Moving `grade_threshold` moves
+every grader along its own curve.
+
+The calibrated model is data (`grader.json`, plain JSON written by
+`benchmarks/fit_grader.py`), never a pickle; it is checked when it loads.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from footnote.tools.documents import Candidate
+
+OfflineGrader = Literal["calibrated", "linear"]
+OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear")
+DEFAULT_OFFLINE_GRADER: OfflineGrader = "linear"
+"""The calibrated model abstains more on unanswerable questions of the dev corpus at fewer
+wrong abstentions, but on the check corpus it wrongly abstains on 7% of answerable questions
+and cites gold less often (docs/evaluation.md), so it is not the default."""
+
+FEATURES = (
+    "dense",
+    "coverage",
+    "dense_margin",
+    "dense_rank",
+    "coverage_rank",
+    "retrieval_rank",
+    "agreement",
+)
+"""What the grader can compute per candidate, each larger when the chunk looks more relevant:
+its similarity and keyword coverage; its similarity minus the best other candidate's (the gap
+between it and the next); 1 / (1 + rank) by similarity, by coverage and in retrieval order
+(BM25 and dense fused); and the smallest of those three (high only when the signals agree).
+A fitted model uses some of them (`grader.json` names which). No heading feature: in the FAQ
+corpora every section shares its page's title, so a heading match marked the page, not the
+answer, and its fitted weight turned against meaningful headings (docs/evaluation.md)."""
+
+OPERATING_GRADE = 0.5
+"""The grade at which each offline grader's operating point sits."""
+
+LINEAR_DENSE_WEIGHT = 0.6
+"""Weight of embedding similarity in the linear grade; the rest is keyword coverage."""
+LINEAR_THRESHOLD = 0.415
+"""The linear blend's operating point on pyfaq-core (about 5% of answerable questions wrongly
+abstained; docs/evaluation.md)."""
+
+GRADER_FILE = "grader.json"
+
+
+class GraderFileError(ValueError):
+    """The calibrated grader's data file is missing, malformed or not for these features."""
+
+
+def features(candidates: Sequence[Candidate]) -> list[dict[str, float]]:
+    """The features of each candidate, from the candidates of one search, in their order."""
+    dense = [float(c["evidence"]["dense"]) for c in candidates]
+    coverage = [float(c["evidence"]["coverage"]) for c in candidates]
+    dense_ranks = _ranks(dense)
+    coverage_ranks = _ranks(coverage)
+    rows = []
+    for i in range(len(candidates)):
+        others = dense[:i] + dense[i + 1 :]
+        ranked = (1 / (1 + dense_ranks[i]), 1 / (1 + coverage_ranks[i]), 1 / (1 + i))
+        rows.append(
+            {
+                "dense": dense[i],
+                "coverage": coverage[i],
+                "dense_margin": dense[i] - max(others) if others else 0.0,
+                "dense_rank": ranked[0],
+                "coverage_rank": ranked[1],
+                "retrieval_rank": ranked[2],
+                "agreement": min(ranked),
+            }
+        )
+    return rows
+
+
+def _ranks(values: Sequence[float]) -> list[int]:
+    """0-based rank of each value, highest first; equal values share the better rank."""
+    return [sum(other > v for other in values) for v in values]
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return math.log(p / (1 - p))
+
+
+def _sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1 / (1 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1 + e)
+
+
+def recentred(p: float, threshold: float) -> float:
+    """`p` moved in logit space so that `threshold` reads OPERATING_GRADE (monotone)."""
+    return _sigmoid(_logit(p) - _logit(threshold) + _logit(OPERATING_GRADE))
+
+
+def linear_score(candidate: Candidate) -> float:
+    """The linear blend in [0, 1]: 0.6 x similarity + 0.4 x keyword coverage."""
+    evidence = candidate["evidence"]
+    score = (
+        LINEAR_DENSE_WEIGHT * evidence["dense"] + (1 - LINEAR_DENSE_WEIGHT) * evidence["coverage"]
+    )
+    return max(0.0, min(1.0, float(score)))
+
+
+@dataclass(frozen=True)
+class CalibratedGrader:
+    """Standardised features, a linear score, a sigmoid: P(the chunk answers the question).
+    `threshold` is the operating point on that probability."""
+
+    features: tuple[str, ...]
+    mean: tuple[float, ...]
+    scale: tuple[float, ...]
+    weights: tuple[float, ...]
+    bias: float
+    threshold: float
+    fit: Mapping[str, Any]
+
+    def probability(self, row: Mapping[str, float]) -> float:
+        z = self.bias + sum(
+            w * (float(row[f]) - m) / s
+            for f, m, s, w in zip(self.features, self.mean, self.scale, self.weights, strict=True)
+        )
+        return _sigmoid(z)
+
+    def probabilities(self, candidates: Sequence[Candidate]) -> list[float]:
+        return [self.probability(row) for row in features(candidates)]
+
+    def grades(self, candidates: Sequence[Candidate]) -> list[float]:
+        """The probabilities scaled so that the operating point reads OPERATING_GRADE."""
+        return [recentred(p, self.threshold) for p in self.probabilities(candidates)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "features": list(self.features),
+            "mean": list(self.mean),
+            "scale": list(self.scale),
+            "weights": list(self.weights),
+            "bias": self.bias,
+            "threshold": self.threshold,
+            "fit": dict(self.fit),
+        }
+
+    @classmethod
+    def from_json(cls, data: Any, where: str = "grader data") -> CalibratedGrader:
+        """Check and build; anything else than the expected shape is a GraderFileError."""
+        if not isinstance(data, dict):
+            raise GraderFileError(f"{where}: expected a JSON object")
+        missing = [k for k in ("features", "mean", "scale", "weights", "bias", "threshold")
+                   if k not in data]  # fmt: skip
+        if missing:
+            raise GraderFileError(f"{where}: missing {', '.join(missing)}")
+        names = data["features"]
+        if (
+            not isinstance(names, list)
+            or not names
+            or not all(isinstance(n, str) and n in FEATURES for n in names)
+            or len(set(names)) != len(names)
+        ):
+            raise GraderFileError(
+                f"{where}: features {names!r} must be distinct names among the ones this "
+                f"version computes {list(FEATURES)!r}; refit with benchmarks/fit_grader.py"
+            )
+        vectors = {}
+        for key in ("mean", "scale", "weights"):
+            values = data[key]
+            if not isinstance(values, list) or len(values) != len(names):
+                raise GraderFileError(
+                    f"{where}: {key} must be a list of {len(names)} numbers, one per feature"
+                )
+            vectors[key] = tuple(_finite(v, f"{where}: {key}") for v in values)
+        if any(s <= 0 for s in vectors["scale"]):
+            raise GraderFileError(f"{where}: every scale must be positive")
+        if any(w < 0 for w in vectors["weights"]):
+            raise GraderFileError(
+                f"{where}: a negative weight would make the grade fall as the evidence rises"
+            )
+        threshold = _finite(data["threshold"], f"{where}: threshold")
+        if not 0 < threshold < 1:
+            raise GraderFileError(f"{where}: threshold must lie strictly between 0 and 1")
+        fit = data.get("fit", {})
+        if not isinstance(fit, dict):
+            raise GraderFileError(f"{where}: fit must be an object")
+        return cls(
+            features=tuple(names),
+            mean=vectors["mean"],
+            scale=vectors["scale"],
+            weights=vectors["weights"],
+            bias=_finite(data["bias"], f"{where}: bias"),
+            threshold=threshold,
+            fit=fit,
+        )
+
+
+def _finite(value: Any, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise GraderFileError(f"{where}: {value!r} is not a finite number")
+    return float(value)
+
+
+def load_grader(path: str | Path | None = None) -> CalibratedGrader:
+    """The calibrated grader from `path`, else the one shipped in the package (JSON only)."""
+    if path is None:
+        text = resources.files("footnote.graph").joinpath(GRADER_FILE).read_text("utf-8")
+        where = f"footnote/graph/{GRADER_FILE}"
+    else:
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise GraderFileError(f"{path}: {exc}") from exc
+        where = str(path)
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, GraderFileError) as exc:
+        raise GraderFileError(f"{where}: not valid JSON ({exc})") from exc
+    return CalibratedGrader.from_json(data, where)
+
+
+def _refuse_constant(name: str) -> float:
+    raise GraderFileError(f"{name} is not a finite number")
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_grader() -> CalibratedGrader:
+    return load_grader()
+
+
+def offline_grades(
+    candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
+) -> list[float]:
+    """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point."""
+    if grader == "linear":
+        return [recentred(linear_score(c), LINEAR_THRESHOLD) for c in candidates]
+    if grader == "calibrated":
+        return shipped_grader().grades(candidates)
+    raise ValueError(f"unknown offline grader {grader!r}: use one of {', '.join(OFFLINE_GRADERS)}")
