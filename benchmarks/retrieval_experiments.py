@@ -282,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
         chunks = chunks_of(retriever)
         e5 = E5Dense(chunks, dataset / ".e5-vectors.npy") if args.e5 else None
         runners: dict[str, Callable[[str], Any]] = dict(variants(retriever, chunks, e5))
-        names = [n for n in args.stages or runners if n != "pipeline"]
+        names = [n for n in args.stages or ["bm25", "dense", *runners] if n != "pipeline"]
         runners = {n: runners[n] for n in names if n in runners}  # others: built-in stages
         if args.identifier_queries:
             prepared = identifier_subset(prepared)
