@@ -51,8 +51,8 @@ from footnote.evaluate import (
     prepare_index,
 )
 from footnote.store.text import embedding_text, heading_prefix, keyword_tokens
-from footnote.store.types import Caller, Chunk, Hit
-from footnote.tools.retrieval import Retriever, _decay, _minmax, get_retriever
+from footnote.store.types import Caller, Chunk, Hit, chunk_position
+from footnote.tools.retrieval import MAX_DECAY_STEPS, Retriever, _minmax, get_retriever
 from footnote.tools.search import (
     PIPELINE_DENSE_WEIGHT,
     PIPELINE_FUSION,
@@ -85,6 +85,13 @@ def chunks_of(retriever: Retriever[Any]) -> list[Chunk]:
     if index is None:
         raise SystemExit("these experiments read the files backend's chunk table")
     return index.read_chunks(range(len(index.chunks)))
+
+
+def decay_hits(hits: list[Hit], rate: float) -> list[Hit]:
+    """The pipeline's section decay (`Retriever.hybrid`'s `position_decay`) on hits."""
+    steps = [min(chunk_position(h.chunk.id), MAX_DECAY_STEPS) for h in hits]
+    decayed = [Hit(h.chunk, h.score - rate * n, h.row) for h, n in zip(hits, steps, strict=True)]
+    return sorted(decayed, key=lambda h: -h.score)
 
 
 def fuse(runs: list[tuple[float, list[Hit]]], k: int) -> list[Hit]:
@@ -175,7 +182,7 @@ def variants(
         hits = e5.search(query, DEPTH, mask) if model == "e5" and e5 else None
         if hits is None:
             hits = retriever.dense(query, DEPTH, mask)
-        return _decay(hits, decay)
+        return decay_hits(hits, decay)
 
     def aggregate(hits: list[Hit], second: float) -> list[Hit]:
         per_section: dict[tuple[str, str], list[float]] = defaultdict(list)
