@@ -239,6 +239,8 @@ def cmd_answers(args: argparse.Namespace) -> int:
     context: dict[str, Any] = {"reranker": args.reranker}
     if args.grade_threshold is not None:
         context["grade_threshold"] = args.grade_threshold
+    if args.offline_grader is not None:
+        context["offline_grader"] = args.offline_grader
     if args.model:
         context |= {"model": args.model, "model_base_url": args.base_url}
     try:

@@ -512,6 +512,12 @@ def add_eval_command(
         help="with --answers: the graph's grade_threshold for this run (default: the graph's)",
     )
     p.add_argument(
+        "--offline-grader",
+        choices=("linear", "calibrated"),
+        default=None,
+        help="with --answers: the graph's offline grader for this run (default: the graph's)",
+    )
+    p.add_argument(
         "--seed",
         type=int,
         default=20261130,

@@ -163,17 +163,22 @@ def test_cli_answers_flag_is_registered() -> None:
         parser.parse_args(["eval", "D", "--answers", "--grade-threshold", "0.4"]).grade_threshold
         == 0.4
     )
+    assert args.offline_grader is None
+    chosen = parser.parse_args(["eval", "D", "--answers", "--offline-grader", "calibrated"])
+    assert chosen.offline_grader == "calibrated"
 
 
 def test_cli_runs_the_graph_with_the_given_grade_threshold(run_cli: RunCli, dataset: Path) -> None:
     """Nothing passes a threshold of 0.99: every question, answerable or not, is 'not
-    covered', and the report says which threshold it ran with."""
+    covered', and the report says which threshold and offline grader it ran with."""
     done = run_cli(
-        "eval", str(dataset), "--answers", "--seed", "3", "--grade-threshold", "0.99", "--json"
-    )
+        "eval", str(dataset), "--answers", "--seed", "3", "--grade-threshold", "0.99",
+        "--offline-grader", "calibrated", "--json",
+    )  # fmt: skip
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout)
     assert result["context"]["grade_threshold"] == 0.99
+    assert result["context"]["offline_grader"] == "calibrated"
     assert result["unanswerable_not_covered"] == 1.0
     assert result["answerable_wrongly_not_covered"] == 1.0
     assert result["answerable_cited_gold"] == 0.0

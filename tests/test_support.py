@@ -70,9 +70,7 @@ def test_supported_claims_pass_and_unsupported_are_flagged(retriever: Retriever)
 def test_several_citations_support_a_claim_together(retriever: Retriever) -> None:
     answer = "Keys rotate every 90 days and the VPN profile expires after 180 days [1][2]."
     assert list(check(answer, [KEYS, VPN], retriever).values()) == [True]
-    assert list(check(answer.replace("[1][2]", "[1]"), [KEYS, VPN], retriever).values()) == [
-        False
-    ]
+    assert list(check(answer.replace("[1][2]", "[1]"), [KEYS, VPN], retriever).values()) == [False]
 
 
 @pytest.mark.parametrize(
