@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from footnote.graph.context import Context
+from footnote.graph.grader import OFFLINE_GRADERS
 from footnote.store.backends import DEFAULT_INDEX, is_postgres
 
 DEFAULT_INDEX_NAME = "default"
@@ -45,6 +46,9 @@ TUNABLE_BOUNDS: dict[str, tuple[type, float, float]] = {
 
 CALLER_SWITCHES = ("hyde",)
 """Booleans a caller may set freely."""
+
+CALLER_CHOICES: dict[str, tuple[str, ...]] = {"offline_grader": OFFLINE_GRADERS}
+"""Settings a caller may pick from a fixed list."""
 
 
 class SettingsError(ValueError):
@@ -150,6 +154,11 @@ class ServerSettings:
                 chosen[name] = _bounded(name, value, *TUNABLE_BOUNDS[name])
             elif name in CALLER_SWITCHES:
                 chosen[name] = _boolean(name, value)
+            elif name in CALLER_CHOICES:
+                if not isinstance(value, str) or value not in CALLER_CHOICES[name]:
+                    options = ", ".join(CALLER_CHOICES[name])
+                    raise ContextRefused(422, f"context field {name!r} must be one of: {options}")
+                chosen[name] = value
             elif name == "web_search":
                 if _boolean(name, value) and not self.web_search_allowed:
                     raise ContextRefused(403, "web search is not enabled on this server")

@@ -256,6 +256,8 @@ def settings(tmp_path: Path) -> ServerSettings:
         ({"retrieve_k": True}, 422),
         ({"retrieve_k": 10_000}, 422),
         ({"grade_threshold": float("nan")}, 422),
+        ({"offline_grader": "pickle"}, 422),
+        ({"offline_grader": ["linear"]}, 422),
         ({"model_timeout_s": "60"}, 422),
         ("not a dict", 422),
     ],
@@ -279,9 +281,11 @@ def test_a_served_context_pins_server_fields_and_keeps_valid_choices(
             "retrieve_k": 3,
             "hyde": False,
             "model": "openai:gpt-4.1-mini",
+            "offline_grader": "calibrated",
             "unknown_field": 1,
         }
     )
+    assert context["offline_grader"] == "calibrated"
 
     assert context["index_dir"] == str(tmp_path / "hr")
     assert context["retrieve_k"] == 3 and context["model"] == "openai:gpt-4.1-mini"

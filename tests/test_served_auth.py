@@ -514,6 +514,7 @@ def probes(served: Served, listener_url: str) -> st.SearchStrategy[Probe]:
             "keep_k": st.integers(1, 6),
             "max_retrieval_attempts": st.integers(1, 2),
             "grade_threshold": st.floats(0.0, 1.0),
+            "offline_grader": st.sampled_from(["linear", "calibrated"]),
             "index_dir": st.sampled_from(["default", str(served.index)]),
             "model": st.just(""),
             "model_base_url": st.just(""),
@@ -568,6 +569,9 @@ def probes(served: Served, listener_url: str) -> st.SearchStrategy[Probe]:
                     st.just(float("nan")), st.floats(min_value=1.01), st.text(max_size=3)
                 )
             }
+        ),
+        st.fixed_dictionaries(
+            {"offline_grader": st.one_of(st.sampled_from(["Linear", "", "llm"]), st.booleans())}
         ),
     )
     hostile = st.builds(lambda bad, rest: {**rest, **bad}, refused, accepted)
