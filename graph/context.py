@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from footnote.graph import prompts
-from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OFFLINE_GRADERS, OfflineGrader
+from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OfflineGrader, check_offline_grader
 from footnote.store.backends import default_index
 from footnote.tools.rerank import check_reranker
 
@@ -164,11 +164,7 @@ class Context:
 
     def __post_init__(self) -> None:
         check_reranker(self.reranker)
-        if self.offline_grader not in OFFLINE_GRADERS:
-            raise ValueError(
-                f"unknown offline grader {self.offline_grader!r}: use one of "
-                f"{', '.join(OFFLINE_GRADERS)}"
-            )
+        check_offline_grader(self.offline_grader)
 
     @classmethod
     def coerce(cls, value: Any) -> Context:

@@ -245,8 +245,14 @@ def offline_grades(
     candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
 ) -> list[float]:
     """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point."""
+    check_offline_grader(grader)
     if grader == "linear":
         return [recentred(linear_score(c), LINEAR_THRESHOLD) for c in candidates]
-    if grader == "calibrated":
-        return shipped_grader().grades(candidates)
-    raise ValueError(f"unknown offline grader {grader!r}: use one of {', '.join(OFFLINE_GRADERS)}")
+    return shipped_grader().grades(candidates)
+
+
+def check_offline_grader(name: Any) -> None:
+    """ValueError unless `name` is one of OFFLINE_GRADERS."""
+    if name not in OFFLINE_GRADERS:
+        options = ", ".join(OFFLINE_GRADERS)
+        raise ValueError(f"unknown offline grader {name!r}: use one of {options}")

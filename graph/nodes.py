@@ -17,6 +17,7 @@ from pydantic import BaseModel, Field, create_model
 from footnote.graph import offline, prompts, support
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
+from footnote.graph.grader import offline_grades
 from footnote.graph.models import ChatModels, Role, is_timeout
 from footnote.graph.state import CLEAR, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
@@ -272,7 +273,7 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        fallback = offline.grades(candidates, context.offline_grader)
+        fallback = offline_grades(candidates, context.offline_grader)
         if self.chat_model(context) is None or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]

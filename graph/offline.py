@@ -18,12 +18,6 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
-from footnote.graph.grader import (
-    DEFAULT_OFFLINE_GRADER,
-    OfflineGrader,
-    linear_score,
-    offline_grades,
-)
 from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
@@ -52,19 +46,6 @@ def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[
 def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     """A different query for the next round: pseudo-relevance feedback from the candidates."""
     return expand_query(query, [c["document"].page_content for c in candidates])
-
-
-def grades(
-    candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
-) -> list[float]:
-    """Relevance of each candidate of one search in [0, 1]; 0.5 is the grader's operating
-    point. Grades depend on the other candidates (ranks, margins), so grade them together."""
-    return offline_grades(candidates, grader)
-
-
-def grade(candidate: Candidate) -> float:
-    """The linear blend's raw score in [0, 1] (0.6 x similarity + 0.4 x coverage), unscaled."""
-    return linear_score(candidate)
 
 
 def extractive_answer(

@@ -11,12 +11,13 @@ from typing import Any
 import pytest
 from langchain_core.documents import Document
 
-from footnote.graph import grader, offline
+from footnote.graph import grader
 from footnote.graph.context import Context
 from footnote.graph.grader import (
     FEATURES,
     OPERATING_GRADE,
     GraderFileError,
+    linear_score,
     load_grader,
     offline_grades,
     shipped_grader,
@@ -157,7 +158,7 @@ def test_linear_grader_keeps_its_operating_point() -> None:
     at, below = offline_grades(candidates((0.5, 0.2875), (0.5, 0.28)), "linear")
     assert math.isclose(at, OPERATING_GRADE)
     assert below < OPERATING_GRADE
-    assert offline.grade(candidates((0.5, 0.2875))[0]) == pytest.approx(0.415)
+    assert linear_score(candidates((0.5, 0.2875))[0]) == pytest.approx(0.415)
 
 
 def test_unknown_offline_grader_is_refused() -> None:

@@ -13,7 +13,7 @@ import pytest
 from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_openai import ChatOpenAI
 
-from footnote.graph import offline
+from footnote.graph.grader import offline_grades
 from footnote.graph.graph import make_graph
 from footnote.graph.nodes import SourceGrades
 from tests.stub_openai import (
@@ -200,7 +200,7 @@ def test_malformed_grades_fall_back(
     assert final["messages"][-1].content == ANSWER
     assert any("Grading fell back" in notice for notice in final["notices"])
     pool = final["candidates"]
-    grades = offline.grades(pool, grader)  # type: ignore[arg-type]
+    grades = offline_grades(pool, grader)  # type: ignore[arg-type]
     ranked = sorted(range(len(pool)), key=lambda i: -grades[i])
     assert final["documents"] == [pool[i]["document"] for i in ranked if grades[i] >= 0.5][:4], (
         "the offline grades decide what is kept"

@@ -102,6 +102,7 @@ class Retriever(Generic[S]):
             if position_decay:
                 dense_runs = [_decay(run, position_decay) for run in dense_runs]
             fused: dict[int, float] = defaultdict(float)
+            found = {r.row: r for run in [keyword, *dense_runs] for r in run}
             runs = [(1 - dense_weight, keyword)] + [
                 (dense_weight / len(dense_runs), run) for run in dense_runs
             ]
@@ -114,7 +115,7 @@ class Retriever(Generic[S]):
                 for row, score in scores.items():
                     fused[row] += weight * score
             best = sorted(fused.items(), key=lambda item: -item[1])[:k]
-            return self.read([Ranked(row, float(score), 0) for row, score in best])
+            return self.read([Ranked(row, score, found[row].position) for row, score in best])
 
     def idf(self, token: str) -> float:
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""
