@@ -235,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_command(sub, default_index, answers=cmd_eval_answers)
 
+    from footnote.feedback import add_feedback_command
+
+    add_feedback_command(sub, default_index)
+
     return parser
 
 

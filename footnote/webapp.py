@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from footnote.feedback_routes import router as feedback_router
 from footnote.graph.prompts import NOT_COVERED
 
 GRAPH_ID = "footnote"
@@ -28,6 +29,8 @@ e.g. https://docs.python.org/3/ — the page then links each such source there."
 _ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "feedback.js": "text/javascript; charset=utf-8",
+    "feedback.css": "text/css; charset=utf-8",
 }
 _SECURITY_HEADERS = {
     # Only this origin's own files and API: no inline script, no third-party anything.
@@ -81,5 +84,6 @@ app = Starlette(
         Route("/ui/", page),
         Route("/ui/config.json", config),
         Route("/ui/{name}", asset),
+        *feedback_router.routes,  # /feedback/...: see footnote.feedback_routes
     ]
 )

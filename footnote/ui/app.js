@@ -542,6 +542,10 @@ function finishAnswer(turn, values) {
   }
   showSources(turn);
   scrollToEnd();
+  // feedback.js adds rating and "why" to each finished answer.
+  turn.dispatchEvent(new CustomEvent("footnote:answer", {
+    bubbles: true, detail: { threadId: state.threadId, values },
+  }));
 }
 
 function renderParagraph(text, turn) {

@@ -1,0 +1,595 @@
+"""Answer feedback, stored durably: who rated which answer, how, and what that answer was.
+
+One row per (user, thread, answer message). The row holds what the server read from the run's
+own state when the rating came in — the question, the answer, its citations (chunk ids), the
+passages it was chosen from, the "why" — never what a client claims about the answer, so a
+review or an export describes what Footnote really did.
+
+Where: `$FOOTNOTE_FEEDBACK_DB` (a file path or a `postgresql://` URL); unset, the server's
+PostgreSQL when it has one (`$FOOTNOTE_CHECKPOINT_URL`, else a `postgresql://` index), otherwise
+`feedback.sqlite3` beside the index directory. The server and `footnote feedback export` use the
+same rule, so both find the same store.
+
+The schema is versioned: `MIGRATIONS[i]` takes a store from version i to i + 1, applied in
+order inside one transaction each, and the version is recorded in `footnote_feedback_schema`.
+Opening a store brings it up to date; a store newer than this code is refused.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sqlite3
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from footnote.store.backends import is_postgres
+
+FEEDBACK_DB_ENV = "FOOTNOTE_FEEDBACK_DB"
+SQLITE_NAME = "feedback.sqlite3"
+MAX_COMMENT = 2000
+"""Characters; a comment is a note for a reviewer, not a document."""
+MAX_FLAGS = 50
+
+MIGRATIONS: tuple[tuple[str, ...], ...] = (
+    (  # 1: the feedback table
+        """CREATE TABLE footnote_feedback (
+            id {serial} PRIMARY KEY,
+            created_at TEXT NOT NULL,
+            updated_at TEXT NOT NULL,
+            user_id TEXT NOT NULL,
+            thread_id TEXT NOT NULL,
+            message_id TEXT NOT NULL,
+            run_id TEXT NOT NULL DEFAULT '',
+            question TEXT NOT NULL,
+            answer TEXT NOT NULL,
+            not_covered INTEGER NOT NULL DEFAULT 0,
+            citations TEXT NOT NULL DEFAULT '[]',
+            rating INTEGER,
+            comment TEXT NOT NULL DEFAULT '',
+            wrong_citations TEXT NOT NULL DEFAULT '[]',
+            index_name TEXT NOT NULL DEFAULT '',
+            index_version TEXT NOT NULL DEFAULT '',
+            why TEXT NOT NULL DEFAULT '{{}}',
+            UNIQUE (user_id, thread_id, message_id)
+        )""",
+        "CREATE INDEX footnote_feedback_by_user ON footnote_feedback (user_id, id)",
+    ),
+    (  # 2: an admin's review of a "not covered" answer: should the documents cover it?
+        "ALTER TABLE footnote_feedback ADD COLUMN should_cover INTEGER",
+        "ALTER TABLE footnote_feedback ADD COLUMN reviewed_by TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX footnote_feedback_for_review ON footnote_feedback (rating, not_covered, id)",
+    ),
+)
+SCHEMA_VERSION = len(MIGRATIONS)
+
+
+class FeedbackError(ValueError):
+    """Input the store refuses (HTTP 422), or a store it cannot use."""
+
+
+def feedback_location(env: Mapping[str, str] | None = None, index: str | None = None) -> str:
+    """Where feedback lives, by the rule in the module docstring."""
+    env = os.environ if env is None else env
+    if explicit := env.get(FEEDBACK_DB_ENV, "").strip():
+        return explicit
+    if checkpoint := env.get("FOOTNOTE_CHECKPOINT_URL", "").strip():
+        return checkpoint
+    index = index or env.get("FOOTNOTE_INDEX", "").strip() or ".footnote/index"
+    if is_postgres(index):
+        return index
+    return str(Path(index).resolve().parent / SQLITE_NAME)
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+@dataclass
+class Feedback:
+    """One user's rating of one answer, with the answer as the server recorded it."""
+
+    id: int
+    created_at: str
+    updated_at: str
+    user_id: str
+    thread_id: str
+    message_id: str
+    run_id: str
+    question: str
+    answer: str
+    not_covered: bool
+    citations: list[dict[str, Any]]
+    rating: int | None
+    """1 thumbs up, -1 thumbs down, None not rated (a recorded "not covered" answer)."""
+    comment: str
+    wrong_citations: list[int]
+    """Citation numbers the user says do not support what they are cited for."""
+    index_name: str
+    index_version: str
+    why: dict[str, Any] = field(repr=False)
+    should_cover: bool | None = None
+    """An admin's call on a "not covered" answer: True makes it a known corpus gap."""
+    reviewed_by: str = ""
+
+    def public(self, *, with_why: bool = False) -> dict[str, Any]:
+        """As JSON for the API; the why is large, so only on request."""
+        data = {k: v for k, v in self.__dict__.items() if k != "why"}
+        if with_why:
+            data["why"] = self.why
+        return data
+
+
+_COLUMNS = (
+    "id, created_at, updated_at, user_id, thread_id, message_id, run_id, question, answer, "
+    "not_covered, citations, rating, comment, wrong_citations, index_name, index_version, why, "
+    "should_cover, reviewed_by"
+)
+
+
+def _row(values: Sequence[Any]) -> Feedback:
+    (
+        fid,
+        created,
+        updated,
+        user,
+        thread,
+        message,
+        run,
+        question,
+        answer,
+        not_covered,
+        citations,
+        rating,
+        comment,
+        wrong,
+        index_name,
+        index_version,
+        why,
+        should,
+        reviewed,
+    ) = values
+    return Feedback(
+        id=int(fid),
+        created_at=created,
+        updated_at=updated,
+        user_id=user,
+        thread_id=thread,
+        message_id=message,
+        run_id=run,
+        question=question,
+        answer=answer,
+        not_covered=bool(not_covered),
+        citations=json.loads(citations),
+        rating=None if rating is None else int(rating),
+        comment=comment,
+        wrong_citations=json.loads(wrong),
+        index_name=index_name,
+        index_version=index_version,
+        why=json.loads(why),
+        should_cover=None if should is None else bool(should),
+        reviewed_by=reviewed,
+    )
+
+
+def check_rating(value: Any) -> int | None:
+    if value is None or (
+        isinstance(value, int) and not isinstance(value, bool) and value in (1, -1)
+    ):
+        return value
+    raise FeedbackError("rating must be 1 (up), -1 (down) or null")
+
+
+def check_comment(value: Any) -> str:
+    if not isinstance(value, str):
+        raise FeedbackError("comment must be a string")
+    if len(value) > MAX_COMMENT:
+        raise FeedbackError(f"comment is longer than {MAX_COMMENT} characters")
+    return value.strip()
+
+
+def check_flags(value: Any, citations: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Citation numbers that exist in the answer, each once, in order."""
+    known = {int(c["n"]) for c in citations if isinstance(c.get("n"), int)}
+    if not isinstance(value, list) or len(value) > MAX_FLAGS:
+        raise FeedbackError(f"wrong_citations must be a list of at most {MAX_FLAGS} numbers")
+    flags = []
+    for n in value:
+        if not isinstance(n, int) or isinstance(n, bool) or n not in known:
+            raise FeedbackError(f"wrong_citations: {n!r} is not a citation of this answer")
+        if n not in flags:
+            flags.append(n)
+    return sorted(flags)
+
+
+@dataclass(frozen=True)
+class Filters:
+    """What a listing shows; `user` None means everyone's (admins only, checked by the caller)."""
+
+    user: str | None
+    rating: int | None = None
+    not_covered: bool | None = None
+    review: bool = False
+    """Rated down, or "not covered": what an admin reviews."""
+    thread_id: str | None = None
+    limit: int = 50
+    before_id: int | None = None
+
+
+class FeedbackStore:
+    """SQLite or PostgreSQL behind one small API; every call opens its own connection, so the
+    store is safe to use from the server's thread pool."""
+
+    def __init__(self, location: str) -> None:
+        self.location = location
+        self.postgres = is_postgres(location)
+        if not self.postgres:
+            Path(location).parent.mkdir(parents=True, exist_ok=True)
+        self.migrate()
+
+    # ------------------------------------------------------------ connections and schema
+
+    @contextmanager
+    def _conn(self) -> Iterator[Any]:
+        if self.postgres:
+            import psycopg
+
+            from footnote.store.postgres import parse_location
+
+            with psycopg.connect(parse_location(self.location).conninfo) as conn:
+                yield conn  # commits on a clean exit, rolls back on an exception
+        else:
+            conn = sqlite3.connect(self.location, timeout=30, isolation_level=None)
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            finally:
+                conn.close()
+
+    def _sql(self, query: str) -> str:
+        return query.replace("?", "%s") if self.postgres else query
+
+    def version(self) -> int:
+        with self._conn() as conn:
+            return self._version(conn)
+
+    def _version(self, conn: Any) -> int:
+        conn.execute("CREATE TABLE IF NOT EXISTS footnote_feedback_schema (version INTEGER)")
+        row = conn.execute("SELECT max(version) FROM footnote_feedback_schema").fetchone()
+        return int(row[0] or 0)
+
+    def migrate(self, target: int = SCHEMA_VERSION) -> int:
+        """Apply the migrations this store lacks, up to `target`; returns the version."""
+        serial = "BIGSERIAL" if self.postgres else "INTEGER"
+        with self._conn() as conn:
+            if self.postgres:  # two servers starting at once migrate one after the other
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext('footnote_feedback_schema'))")
+            current = self._version(conn)
+            if current > SCHEMA_VERSION:
+                raise FeedbackError(
+                    f"{self.location}: feedback schema {current} is newer than this Footnote "
+                    f"({SCHEMA_VERSION}); upgrade Footnote"
+                )
+            for version in range(current, target):
+                for statement in MIGRATIONS[version]:
+                    conn.execute(statement.format(serial=serial))
+                conn.execute(
+                    self._sql("INSERT INTO footnote_feedback_schema (version) VALUES (?)"),
+                    (version + 1,),
+                )
+            return max(current, target)
+
+    # ------------------------------------------------------------ reads and writes
+
+    def record(
+        self,
+        *,
+        user: str,
+        answer: Mapping[str, Any],
+        rating: int | None,
+        comment: str = "",
+        wrong_citations: Sequence[int] = (),
+    ) -> Feedback:
+        """Insert or replace this user's feedback on this answer. `answer` is what the server
+        read from the run (see `footnote.feedback_why.answer_record`)."""
+        now = _now()
+        values = (
+            now,
+            now,
+            user,
+            answer["thread_id"],
+            answer["message_id"],
+            answer.get("run_id", ""),
+            answer["question"],
+            answer["answer"],
+            int(bool(answer["not_covered"])),
+            json.dumps(answer["citations"]),
+            rating,
+            comment,
+            json.dumps(list(wrong_citations)),
+            answer.get("index_name", ""),
+            answer.get("index_version", ""),
+            json.dumps(answer.get("why", {})),
+        )
+        with self._conn() as conn:
+            row = conn.execute(
+                self._sql(
+                    "INSERT INTO footnote_feedback (created_at, updated_at, user_id, thread_id, "
+                    "message_id, run_id, question, answer, not_covered, citations, rating, "
+                    "comment, wrong_citations, index_name, index_version, why) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
+                    "updated_at = excluded.updated_at, rating = excluded.rating, "
+                    "comment = excluded.comment, wrong_citations = excluded.wrong_citations "
+                    f"RETURNING {_COLUMNS}"
+                ),
+                values,
+            ).fetchone()
+        return _row(row)
+
+    def get(self, feedback_id: int) -> Feedback | None:
+        with self._conn() as conn:
+            row = conn.execute(
+                self._sql(f"SELECT {_COLUMNS} FROM footnote_feedback WHERE id = ?"),
+                (feedback_id,),
+            ).fetchone()
+        return _row(row) if row else None
+
+    def for_answer(self, thread_id: str, message_id: str) -> list[Feedback]:
+        """Everyone's feedback on one answer (an admin reading its recorded why)."""
+        with self._conn() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM footnote_feedback "
+                    "WHERE thread_id = ? AND message_id = ? ORDER BY id DESC"
+                ),
+                (thread_id, message_id),
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def update(self, feedback_id: int, changes: Mapping[str, Any]) -> Feedback:
+        """Change rating, comment, wrong_citations, should_cover / reviewed_by (already
+        validated by the caller); returns the updated row."""
+        allowed = ("rating", "comment", "wrong_citations", "should_cover", "reviewed_by")
+        sets, params = ["updated_at = ?"], [_now()]
+        for name in allowed:
+            if name in changes:
+                value = changes[name]
+                if name == "wrong_citations":
+                    value = json.dumps(list(value))
+                elif name == "should_cover" and value is not None:
+                    value = int(bool(value))
+                sets.append(f"{name} = ?")
+                params.append(value)
+        with self._conn() as conn:
+            row = conn.execute(
+                self._sql(
+                    f"UPDATE footnote_feedback SET {', '.join(sets)} WHERE id = ? "
+                    f"RETURNING {_COLUMNS}"
+                ),
+                (*params, feedback_id),
+            ).fetchone()
+        if row is None:
+            raise KeyError(feedback_id)
+        return _row(row)
+
+    def list(self, filters: Filters) -> list[Feedback]:
+        """Newest first."""
+        where, params = [], []
+        if filters.user is not None:
+            where.append("user_id = ?")
+            params.append(filters.user)
+        if filters.rating is not None:
+            where.append("rating = ?")
+            params.append(filters.rating)
+        if filters.not_covered is not None:
+            where.append("not_covered = ?")
+            params.append(int(filters.not_covered))
+        if filters.review:
+            where.append("(rating = -1 OR not_covered = 1)")
+        if filters.thread_id is not None:
+            where.append("thread_id = ?")
+            params.append(filters.thread_id)
+        if filters.before_id is not None:
+            where.append("id < ?")
+            params.append(filters.before_id)
+        clause = f"WHERE {' AND '.join(where)} " if where else ""
+        with self._conn() as conn:
+            rows = conn.execute(
+                self._sql(
+                    f"SELECT {_COLUMNS} FROM footnote_feedback {clause}ORDER BY id DESC LIMIT ?"
+                ),
+                (*params, max(1, min(filters.limit, 500))),
+            ).fetchall()
+        return [_row(r) for r in rows]
+
+    def all(self) -> list[Feedback]:
+        """Every row, oldest first (the export)."""
+        with self._conn() as conn:
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM footnote_feedback ORDER BY id").fetchall()
+        return [_row(r) for r in rows]
+
+
+# ---------------------------------------------------------------- LangSmith
+
+LANGSMITH_KEY = "user_rating"
+
+
+def tracing_on(env: Mapping[str, str] | None = None) -> bool:
+    """The server's own rule: tracing is on when asked for and a key is present."""
+    env = os.environ if env is None else env
+    asked = any(
+        env.get(name, "").strip().lower() in ("true", "1")
+        for name in ("LANGSMITH_TRACING", "LANGCHAIN_TRACING_V2")
+    )
+    return asked and any(env.get(k) for k in ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY"))
+
+
+def send_to_langsmith(row: Feedback, env: Mapping[str, str] | None = None) -> bool:
+    """Attach the rating to the run's trace (the server's run id is the trace's root run).
+
+    With tracing off nothing happens and nothing leaves the machine. One LangSmith feedback
+    per row (a stable id derived from it), updated when the row is edited.
+    """
+    if not tracing_on(env) or not row.run_id:
+        return False
+    import uuid
+
+    from langsmith import Client
+    from langsmith.utils import LangSmithConflictError
+
+    client = Client()
+    feedback_id = uuid.uuid5(uuid.NAMESPACE_URL, f"footnote-feedback/{row.id}")
+    score = None if row.rating is None else (1 if row.rating > 0 else 0)
+    extra = {"wrong_citations": row.wrong_citations, "user": row.user_id}
+    try:
+        client.create_feedback(
+            row.run_id,
+            key=LANGSMITH_KEY,
+            score=score,
+            comment=row.comment or None,
+            feedback_id=feedback_id,
+            extra=extra,
+        )
+    except LangSmithConflictError:
+        client.update_feedback(feedback_id, score=score, comment=row.comment or None)
+    return True
+
+
+# ---------------------------------------------------------------- export
+
+
+@dataclass
+class Export:
+    queries: int
+    judgements: int
+    passages: int
+    gaps: int
+
+
+def _normalised(question: str) -> str:
+    return " ".join(question.lower().split())
+
+
+def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
+    """A BEIR dataset from rated answers, for `footnote eval DIR` (and `--answers`).
+
+    - thumbs up: the answer's cited chunks are relevant (score 1), except those flagged wrong;
+    - "citation is wrong": that chunk is a judged negative (score 0) for the question;
+    - "not covered" answers an admin marked should_cover: known gaps, in `gaps.jsonl` (no
+      passage answers them yet, so retrieval metrics cannot use them; re-ask them after
+      adding documents).
+    The corpus is every passage the rated runs saw (their candidates and cited chunks), so
+    each question is measured against the near misses it really met. The same question
+    asked twice is one query; a later judgement of a chunk replaces an earlier one.
+    """
+    root = Path(directory)
+    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    corpus: dict[str, dict[str, str]] = {}
+    queries: dict[str, str] = {}
+    qrels: dict[str, dict[str, int]] = {}
+    gaps: dict[str, str] = {}
+    ids: dict[str, str] = {}
+    for row in rows:
+        key = _normalised(row.question)
+        if not key:
+            continue
+        qid = ids.setdefault(key, f"q{len(ids) + 1}")
+        if row.not_covered and row.should_cover:
+            gaps[qid] = row.question
+            continue
+        by_n = {int(c["n"]): str(c.get("chunk_id") or "") for c in row.citations if "n" in c}
+        judged: dict[str, int] = {}
+        if row.rating == 1:
+            judged.update(
+                {cid: 1 for n, cid in by_n.items() if cid and n not in row.wrong_citations}
+            )
+        judged.update({by_n[n]: 0 for n in row.wrong_citations if by_n.get(n)})
+        passages = row.why.get("passages") or {}
+        judged = {cid: s for cid, s in judged.items() if cid in passages}
+        if not judged:
+            continue
+        queries[qid] = row.question
+        qrels.setdefault(qid, {}).update(judged)
+        for cid, passage in passages.items():
+            corpus[cid] = {
+                "title": str(passage.get("title", "")),
+                "text": str(passage.get("text", "")),
+            }
+    with (root / "corpus.jsonl").open("w", encoding="utf-8") as out:
+        for cid, passage in corpus.items():
+            out.write(json.dumps({"_id": cid, **passage}, ensure_ascii=False) + "\n")
+    with (root / "queries.jsonl").open("w", encoding="utf-8") as out:
+        for qid, text in queries.items():
+            out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
+    with (root / "qrels" / "test.tsv").open("w", encoding="utf-8") as out:
+        out.write("query-id\tcorpus-id\tscore\n")
+        for qid, judged in qrels.items():
+            for cid, score in judged.items():
+                out.write(f"{qid}\t{cid}\t{score}\n")
+    with (root / "gaps.jsonl").open("w", encoding="utf-8") as out:
+        for qid, text in gaps.items():
+            out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
+    return Export(
+        queries=len(queries),
+        judgements=sum(len(j) for j in qrels.values()),
+        passages=len(corpus),
+        gaps=len(gaps),
+    )
+
+
+def cmd_export(args: Any) -> int:
+    location = args.db or feedback_location(index=args.index)
+    if not is_postgres(location) and not Path(location).is_file():
+        print(f"footnote: no feedback store at {location} (give --db)", file=sys.stderr)
+        return 2
+    result = export_beir(FeedbackStore(location).all(), args.directory)
+    if args.json:
+        print(json.dumps({"directory": str(args.directory), **result.__dict__}))
+    else:
+        print(
+            f"{args.directory}: {result.queries} queries, {result.judgements} judgements, "
+            f"{result.passages} passages, {result.gaps} known gaps (gaps.jsonl)\n"
+            f"Measure it: footnote eval {args.directory}  (answers: --answers)"
+        )
+    return 0
+
+
+def add_feedback_command(sub: Any, default_index: Any) -> None:
+    """`footnote feedback export DIR`."""
+    p = sub.add_parser(
+        "feedback",
+        help="turn rated answers into an evaluation set",
+        description="Work with the answer feedback the server stored.",
+    )
+    actions = p.add_subparsers(dest="feedback_command", required=True, metavar="ACTION")
+    e = actions.add_parser(
+        "export",
+        help="write rated answers as a BEIR dataset for `footnote eval`",
+        description=(
+            "Write corpus.jsonl, queries.jsonl, qrels/test.tsv (and gaps.jsonl) from rated "
+            "answers: thumbs up makes the cited chunks relevant, a flagged citation a judged "
+            "negative. Example: footnote feedback export golden/ && footnote eval golden/"
+        ),
+    )
+    e.add_argument("directory", metavar="DIR")
+    e.add_argument(
+        "--db",
+        default="",
+        help=f"the feedback store (a file or postgresql:// URL; default: ${FEEDBACK_DB_ENV}, "
+        "else the server's PostgreSQL, else feedback.sqlite3 beside --index)",
+    )
+    e.add_argument(
+        "--index", default=default_index(), help="the server's index (default: %(default)s)"
+    )
+    e.add_argument("--json", action="store_true", help="print counts as JSON")
+    e.set_defaults(func=cmd_export)

@@ -1,0 +1,309 @@
+"""Feedback and "why this answer" over HTTP, beside the LangGraph API on the same server.
+
+    GET   /feedback/me                 who the caller is, and whether it may review
+    POST  /feedback                    rate an answer {thread_id, message_id, rating, comment,
+                                       wrong_citations}; again for the same answer replaces it
+    GET   /feedback                    the caller's feedback, newest first; admins:
+                                       ?scope=all|review, &rating=up|down, &not_covered=1|0
+    GET   /feedback/{id}               one row (owner or admin)
+    PATCH /feedback/{id}               edit rating, comment, wrong_citations (owner);
+                                       should_cover (admin, on a "not covered" answer)
+    GET   /feedback/why?thread_id=&message_id=
+
+Callers are identified exactly as by the API (`footnote.credentials`, the same keys and
+tokens), and answers are read through the API itself, with the caller's own credentials: a
+user can rate and ask "why" only about answers the server lets them read, and what is stored
+is what the run recorded, not what the client says. A user sees and edits only their own
+feedback; admins see everyone's, and read another user's "why" from what was recorded when
+that answer was rated (admins cannot open other users' threads). Someone else's feedback or
+answer is a 404, like someone else's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import re
+from typing import Any
+
+import httpx
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route, Router
+
+from footnote.credentials import Credentials, Identity, Unauthenticated
+from footnote.feedback import (
+    FeedbackError,
+    FeedbackStore,
+    Filters,
+    check_comment,
+    check_flags,
+    check_rating,
+    feedback_location,
+    send_to_langsmith,
+)
+from footnote.feedback_why import MAX_HISTORY, AnswerNotFound, answer_record, shown
+
+log = logging.getLogger("footnote.feedback")
+MAX_BODY = 16_384
+_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+_NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
+
+
+@functools.cache
+def _credentials() -> Credentials:
+    return Credentials.from_env()
+
+
+@functools.cache
+def store() -> FeedbackStore:
+    """Opened (and migrated) on first use."""
+    return FeedbackStore(feedback_location())
+
+
+def _error(status: int, detail: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=_NO_STORE)
+
+
+def _ok(data: Any, status: int = 200) -> JSONResponse:
+    return JSONResponse(data, status_code=status, headers=_NO_STORE)
+
+
+class Refused(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        self.status, self.detail = status, detail
+
+
+async def _identity(request: Request) -> Identity:
+    try:
+        return await asyncio.to_thread(
+            _credentials().identify,
+            request.headers.get("authorization"),
+            request.headers.get("x-api-key"),
+        )
+    except Unauthenticated as exc:
+        raise Refused(401, str(exc)) from None
+
+
+async def _body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if len(raw) > MAX_BODY:
+        raise Refused(413, f"request body over {MAX_BODY} bytes")
+    try:
+        data = json.loads(raw or b"{}")
+    except ValueError:
+        raise Refused(422, "the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise Refused(422, "the body must be a JSON object")
+    return data
+
+
+def _checked_id(value: Any, name: str) -> str:
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise Refused(422, f"{name} must be an id (letters, digits, _.:-)")
+    return value
+
+
+async def _read_answer(request: Request, thread_id: str, message_id: str) -> dict[str, Any]:
+    """The answer as the caller may read it, through the server's own API."""
+    host, port = request.scope.get("server") or ("127.0.0.1", 80)
+    forwarded = {k: v for k, v in request.headers.items() if k in ("authorization", "x-api-key")}
+    async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+        response = await client.post(
+            f"/threads/{thread_id}/history", json={"limit": MAX_HISTORY}, headers=forwarded
+        )
+    if response.status_code in (403, 404):
+        raise Refused(404, "no such answer")
+    if response.status_code != 200:
+        raise Refused(502, f"reading the thread failed with HTTP {response.status_code}")
+    try:
+        record = answer_record(response.json(), thread_id, message_id)
+    except AnswerNotFound:
+        raise Refused(404, "no such answer") from None
+    from footnote.store.backends import current_version
+
+    try:
+        from footnote.settings import ServerSettings
+
+        location = ServerSettings.from_env().index_location(record["index_name"])
+        record["index_version"] = await asyncio.to_thread(current_version, location) or ""
+    except Exception:  # noqa: BLE001 - the version is a note on the row, not a condition
+        record["index_version"] = ""
+    return record
+
+
+def _handler(func: Any) -> Any:
+    @functools.wraps(func)
+    async def wrapped(request: Request) -> Response:
+        try:
+            identity = await _identity(request)
+            return await func(request, identity)
+        except Refused as exc:
+            return _error(exc.status, exc.detail)
+        except FeedbackError as exc:
+            return _error(422, str(exc))
+
+    return wrapped
+
+
+async def _visible(identity: Identity, feedback_id: Any) -> Any:
+    try:
+        number = int(feedback_id)
+    except (TypeError, ValueError):
+        raise Refused(404, "no such feedback") from None
+    row = await asyncio.to_thread(store().get, number)
+    if row is None or (row.user_id != identity.user and not identity.admin):
+        raise Refused(404, "no such feedback")
+    return row
+
+
+@_handler
+async def me(request: Request, identity: Identity) -> Response:
+    return _ok({"user": identity.user, "admin": identity.admin})
+
+
+@_handler
+async def rate(request: Request, identity: Identity) -> Response:
+    body = await _body(request)
+    thread_id = _checked_id(body.get("thread_id"), "thread_id")
+    message_id = _checked_id(body.get("message_id"), "message_id")
+    rating = check_rating(body.get("rating"))
+    comment = check_comment(body.get("comment", ""))
+    answer = await _read_answer(request, thread_id, message_id)
+    if "rating" not in body:  # recorded for review, unrated: never replaces a rating
+        mine = [
+            r
+            for r in await asyncio.to_thread(store().for_answer, thread_id, message_id)
+            if r.user_id == identity.user
+        ]
+        if mine:
+            return _ok(mine[0].public())
+    flags = check_flags(body.get("wrong_citations", []), answer["citations"])
+    row = await asyncio.to_thread(
+        functools.partial(
+            store().record,
+            user=identity.user,
+            answer=answer,
+            rating=rating,
+            comment=comment,
+            wrong_citations=flags,
+        )
+    )
+    await _to_langsmith(row)
+    return _ok(row.public(), status=201)
+
+
+async def _to_langsmith(row: Any) -> None:
+    try:
+        await asyncio.to_thread(send_to_langsmith, row)
+    except Exception as exc:  # noqa: BLE001 - tracing must never cost the user their rating
+        log.warning("footnote: feedback not sent to LangSmith: %s", exc)
+
+
+@_handler
+async def listing(request: Request, identity: Identity) -> Response:
+    query = request.query_params
+    scope = query.get("scope", "mine")
+    if scope not in ("mine", "all", "review"):
+        raise Refused(422, "scope must be mine, all or review")
+    if scope != "mine" and not identity.admin:
+        raise Refused(403, "only admins see everyone's feedback")
+    ratings = {"up": 1, "down": -1, None: None}
+    if query.get("rating") not in ratings:
+        raise Refused(422, "rating must be up or down")
+    covered = {"1": True, "0": False, None: None}
+    if query.get("not_covered") not in covered:
+        raise Refused(422, "not_covered must be 1 or 0")
+    try:
+        limit = int(query.get("limit", "50"))
+        before = int(query["before"]) if "before" in query else None
+    except ValueError:
+        raise Refused(422, "limit and before must be numbers") from None
+    filters = Filters(
+        user=identity.user if scope == "mine" else (query.get("user") or None),
+        rating=ratings[query.get("rating")],
+        not_covered=covered[query.get("not_covered")],
+        review=scope == "review",
+        thread_id=query.get("thread_id") or None,
+        limit=limit,
+        before_id=before,
+    )
+    rows = await asyncio.to_thread(store().list, filters)
+    return _ok({"items": [r.public() for r in rows]})
+
+
+@_handler
+async def one(request: Request, identity: Identity) -> Response:
+    row = await _visible(identity, request.path_params["feedback_id"])
+    return _ok(row.public())
+
+
+@_handler
+async def edit(request: Request, identity: Identity) -> Response:
+    row = await _visible(identity, request.path_params["feedback_id"])
+    body = await _body(request)
+    unknown = set(body) - {"rating", "comment", "wrong_citations", "should_cover"}
+    if unknown:
+        raise Refused(422, f"cannot change {sorted(unknown)[0]!r}")
+    mine = row.user_id == identity.user
+    if not mine and set(body) - {"should_cover"}:
+        raise Refused(403, "only its author edits a rating; admins may set should_cover")
+    changes: dict[str, Any] = {}
+    if "rating" in body:
+        changes["rating"] = check_rating(body["rating"])
+    if "comment" in body:
+        changes["comment"] = check_comment(body["comment"])
+    if "wrong_citations" in body:
+        changes["wrong_citations"] = check_flags(body["wrong_citations"], row.citations)
+    if "should_cover" in body:
+        if not identity.admin:
+            raise Refused(403, "only admins decide what the documents should cover")
+        if not row.not_covered:
+            raise Refused(422, "should_cover applies to a 'not covered' answer")
+        if body["should_cover"] not in (True, False, None):
+            raise Refused(422, "should_cover must be true, false or null")
+        changes["should_cover"] = body["should_cover"]
+        changes["reviewed_by"] = identity.user
+    updated = await asyncio.to_thread(store().update, row.id, changes)
+    if mine and {"rating", "comment", "wrong_citations"} & set(changes):
+        await _to_langsmith(updated)
+    return _ok(updated.public())
+
+
+@_handler
+async def why(request: Request, identity: Identity) -> Response:
+    """From the live run for its owner; for an admin, else from what was recorded with a
+    rating of that answer."""
+    thread_id = _checked_id(request.query_params.get("thread_id"), "thread_id")
+    message_id = _checked_id(request.query_params.get("message_id"), "message_id")
+    try:
+        record = await _read_answer(request, thread_id, message_id)
+        return _ok({**_summary(record), "why": shown(record["why"]), "recorded": False})
+    except Refused as exc:
+        if exc.status != 404 or not identity.admin:
+            raise
+    rows = await asyncio.to_thread(store().for_answer, thread_id, message_id)
+    if not rows:
+        raise Refused(404, "no such answer")
+    row = rows[0]
+    return _ok({**_summary(row.public(with_why=True)), "why": shown(row.why), "recorded": True})
+
+
+def _summary(record: dict[str, Any]) -> dict[str, Any]:
+    keys = ("thread_id", "message_id", "run_id", "question", "answer", "not_covered", "citations")
+    return {k: record.get(k) for k in keys}
+
+
+router = Router(
+    routes=[
+        Route("/feedback/me", me, methods=["GET"]),
+        Route("/feedback/why", why, methods=["GET"]),
+        Route("/feedback", rate, methods=["POST"]),
+        Route("/feedback", listing, methods=["GET"]),
+        Route("/feedback/{feedback_id}", one, methods=["GET"]),
+        Route("/feedback/{feedback_id}", edit, methods=["PATCH"]),
+    ]
+)
+"""Included by `footnote.webapp` (the server's `http.app`)."""

@@ -1,0 +1,199 @@
+"""How an answer was made, read from the run's own checkpoints (a thread's history).
+
+Pure functions of the history the LangGraph server returns (`POST /threads/{id}/history`,
+newest first): no graph, no index. The answer graph records its route, notices, each retrieval
+round's query and candidates with their grading evidence, the kept documents, and the
+citation checks; this module picks one answer's run out of the history and lays those out.
+Fields are read by name and defensively: a missing or renamed field is left out, never an
+error, so the "why" survives changes to the state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from footnote.graph.prompts import NOT_COVERED
+
+MAX_HISTORY = 500
+"""Checkpoints read per thread: about fifty questions back."""
+
+
+class AnswerNotFound(LookupError):
+    """No finished answer with that message id in the history the caller may read."""
+
+
+def field(values: Mapping[str, Any], name: str, default: Any = None) -> Any:
+    """`values[name]`, or a namespaced key that ends with it (`footnote:name`, `_name`)."""
+    if name in values:
+        return values[name]
+    for key, value in values.items():
+        if isinstance(key, str) and key.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lstrip("_") == name:
+            return value
+    return default
+
+
+def text_of(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(p if isinstance(p, str) else str(p.get("text", "")) for p in content)
+    return ""
+
+
+def _messages(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    found = field(values, "messages", [])
+    return [m for m in found if isinstance(m, Mapping)] if isinstance(found, list) else []
+
+
+def _final(snapshot: Mapping[str, Any], message_id: str) -> bool:
+    messages = _messages(snapshot.get("values") or {})
+    return (
+        not snapshot.get("next")
+        and bool(messages)
+        and messages[-1].get("type") == "ai"
+        and messages[-1].get("id") == message_id
+    )
+
+
+def _document(candidate: Any) -> Mapping[str, Any]:
+    if not isinstance(candidate, Mapping):
+        return {}
+    document = candidate.get("document", candidate)
+    return document if isinstance(document, Mapping) else {}
+
+
+def _chunk_id(document: Mapping[str, Any]) -> str:
+    metadata = document.get("metadata") or {}
+    return str(document.get("id") or metadata.get("chunk_id") or "")
+
+
+def _described(candidate: Any, kept: set[str]) -> dict[str, Any]:
+    document = _document(candidate)
+    metadata = document.get("metadata") or {}
+    chunk_id = _chunk_id(document)
+    evidence = candidate.get("evidence") if isinstance(candidate, Mapping) else None
+    row: dict[str, Any] = {
+        "chunk_id": chunk_id,
+        "source": str(metadata.get("source", "")),
+        "section": str(metadata.get("section", "")),
+        "kept": chunk_id in kept,
+    }
+    if isinstance(evidence, Mapping):
+        row["evidence"] = {k: v for k, v in evidence.items() if isinstance(v, (int, float))}
+    for name in ("grade", "score"):
+        value = candidate.get(name) if isinstance(candidate, Mapping) else None
+        if isinstance(value, (int, float)):
+            row[name] = value
+    return row
+
+
+def _kept_ids(values: Mapping[str, Any]) -> set[str]:
+    documents = field(values, "documents", [])
+    return (
+        {_chunk_id(d) for d in documents if isinstance(d, Mapping)}
+        if isinstance(documents, list)
+        else set()
+    )
+
+
+def _rounds(run: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per grading round: the query it searched and each candidate, kept or not."""
+    rounds = []
+    for i, snapshot in enumerate(run):
+        if "grade_documents" not in (snapshot.get("next") or []):
+            continue
+        values = snapshot.get("values") or {}
+        after = run[i + 1].get("values") or {} if i + 1 < len(run) else {}
+        kept = _kept_ids(after)
+        candidates = field(values, "candidates", [])
+        rounds.append(
+            {
+                "query": str(field(values, "query", "")),
+                "strategy": str(field(values, "strategy", "")),
+                "candidates": [
+                    _described(c, kept)
+                    for c in (candidates if isinstance(candidates, list) else [])
+                ],
+            }
+        )
+    return rounds
+
+
+def _passages(run: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Every chunk the run saw (candidates and kept documents): the export's corpus."""
+    passages: dict[str, dict[str, str]] = {}
+    for snapshot in run:
+        values = snapshot.get("values") or {}
+        for key in ("candidates", "documents"):
+            items = field(values, key, [])
+            for item in items if isinstance(items, list) else []:
+                document = _document(item)
+                chunk_id = _chunk_id(document)
+                metadata = document.get("metadata") or {}
+                if chunk_id and metadata.get("kind", "document") == "document":
+                    title = " > ".join(
+                        p for p in (metadata.get("title"), metadata.get("section")) if p
+                    )
+                    passages[chunk_id] = {
+                        "title": str(title),
+                        "text": str(document.get("page_content", "")),
+                    }
+    return passages
+
+
+def is_not_covered(answer: str, citations: Sequence[Any]) -> bool:
+    """The graph's honest "cannot answer" (the same test as the chat page's)."""
+    return not citations and NOT_COVERED in answer
+
+
+def answer_record(
+    history: Sequence[Mapping[str, Any]], thread_id: str, message_id: str
+) -> dict[str, Any]:
+    """The answer `message_id` of this thread as the run left it, with its why and passages."""
+    final = next((s for s in history if _final(s, message_id)), None)
+    if final is None:
+        raise AnswerNotFound(message_id)
+    metadata = final.get("metadata") or {}
+    run_id = str(metadata.get("run_id") or "")
+    run = [s for s in history if run_id and (s.get("metadata") or {}).get("run_id") == run_id]
+    run.sort(key=lambda s: (s.get("metadata") or {}).get("step", 0))
+    values = final.get("values") or {}
+    messages = _messages(values)
+    questions = [m for m in messages if m.get("type") == "human"]
+    citations = [c for c in field(values, "citations", []) or [] if isinstance(c, Mapping)]
+    answer = text_of(messages[-1])
+    why: dict[str, Any] = {
+        "question": str(field(values, "question", ""))
+        or (text_of(questions[-1]) if questions else ""),
+        "standalone_question": str(field(values, "standalone_question", "")),
+        "route": [str(r) for r in field(values, "route", []) or []],
+        "notices": [str(n) for n in field(values, "notices", []) or []],
+        "rounds": _rounds(run),
+        "citations": citations,
+        "invalid_citations": list(field(values, "invalid_citations", []) or []),
+        "unsupported_claims": list(field(values, "unsupported_claims", []) or []),
+    }
+    for extra in ("searches", "parts"):  # recorded by newer graphs; shown as they come
+        if (value := field(values, extra)) is not None:
+            why[extra] = value
+    context = metadata.get("context") if isinstance(metadata.get("context"), Mapping) else {}
+    return {
+        "thread_id": thread_id,
+        "message_id": message_id,
+        "run_id": run_id,
+        "question": why["question"],
+        "answer": answer,
+        "not_covered": is_not_covered(answer, citations),
+        "citations": [
+            {k: c.get(k) for k in ("n", "chunk_id", "source", "section", "url")} for c in citations
+        ],
+        "index_name": str((context or {}).get("index_dir") or "default"),
+        "why": {**why, "passages": _passages(run)},
+    }
+
+
+def shown(why: Mapping[str, Any]) -> dict[str, Any]:
+    """The why as the page shows it: without the passages' text (kept for the export)."""
+    return {k: v for k, v in why.items() if k != "passages"}

@@ -1,0 +1,367 @@
+"""Feedback storage (SQLite and PostgreSQL, schema migrations), the "why" read from a run's
+checkpoints, the BEIR export, and LangSmith: sent when tracing is on, nothing otherwise."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sqlite3
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from footnote.evaluate import load_beir
+from footnote.feedback import (
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    FeedbackError,
+    FeedbackStore,
+    Filters,
+    check_comment,
+    check_flags,
+    check_rating,
+    export_beir,
+    feedback_location,
+    send_to_langsmith,
+    tracing_on,
+)
+from footnote.feedback_why import AnswerNotFound, answer_record, field
+from footnote.graph.prompts import NOT_COVERED
+from tests.pg_fixture import PgServer
+
+_databases = itertools.count()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def location(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty store location on each backend (a new database on the server)."""
+    if request.param == "sqlite":
+        return str(tmp_path / "feedback.sqlite3")
+    import psycopg
+
+    server: PgServer = request.getfixturevalue("pg_server")
+    name = f"feedback{next(_databases)}"
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    return server.url.rsplit("/", 1)[0] + f"/{name}"
+
+
+def answer(
+    message_id: str = "m1",
+    *,
+    thread_id: str = "t1",
+    not_covered: bool = False,
+    question: str = "How often do I rotate keys?",
+) -> dict[str, Any]:
+    citations = (
+        []
+        if not_covered
+        else [
+            {"n": 1, "chunk_id": "keys.md#rotation:0", "source": "keys.md"},
+            {"n": 2, "chunk_id": "keys.md#scopes:0", "source": "keys.md"},
+        ]
+    )
+    return {
+        "thread_id": thread_id,
+        "message_id": message_id,
+        "run_id": "00000000-0000-0000-0000-000000000001",
+        "question": question,
+        "answer": NOT_COVERED if not_covered else "Every 90 days. [1] Scoped. [2]",
+        "not_covered": not_covered,
+        "citations": citations,
+        "why": {
+            "route": ["new_question"],
+            "passages": {
+                "keys.md#rotation:0": {"title": "API keys > Rotation", "text": "every 90 days"},
+                "keys.md#scopes:0": {"title": "API keys > Scopes", "text": "keys have scopes"},
+                "oncall.md#paging:0": {"title": "On call > Paging", "text": "within 5 min"},
+            },
+        },
+    }
+
+
+def test_record_edit_and_list_own_and_everyone(location: str) -> None:
+    store = FeedbackStore(location)
+    assert store.version() == SCHEMA_VERSION
+    first = store.record(user="alice", answer=answer("m1"), rating=1, comment="good")
+    again = store.record(user="alice", answer=answer("m1"), rating=-1, comment="changed my mind")
+    assert again.id == first.id and again.rating == -1 and again.comment == "changed my mind"
+    store.record(user="bob", answer=answer("m1"), rating=1)
+    store.record(user="bob", answer=answer("m2", not_covered=True), rating=None)
+
+    assert [r.user_id for r in store.list(Filters(user="alice"))] == ["alice"]
+    everyone = store.list(Filters(user=None))
+    assert [r.message_id for r in everyone] == ["m2", "m1", "m1"]  # newest first
+    review = store.list(Filters(user=None, review=True))
+    assert {(r.user_id, r.message_id) for r in review} == {("alice", "m1"), ("bob", "m2")}
+    assert [r.user_id for r in store.list(Filters(user=None, rating=1))] == ["bob"]
+
+    edited = store.update(first.id, {"wrong_citations": [2], "rating": None})
+    assert edited.wrong_citations == [2] and edited.rating is None
+    assert edited.updated_at > first.updated_at
+    gap = store.update(everyone[0].id, {"should_cover": True, "reviewed_by": "root"})
+    assert gap.should_cover is True and gap.reviewed_by == "root"
+    assert store.get(first.id) == edited
+    assert store.get(10_000) is None
+    assert len(store.for_answer("t1", "m1")) == 2
+
+
+def test_migrations_upgrade_a_version_1_store_keeping_its_rows(location: str) -> None:
+    old = FeedbackStore.__new__(FeedbackStore)  # a store as version 1 of the code left it
+    old.location, old.postgres = location, location.startswith("postgresql")
+    assert old.migrate(target=1) == 1
+    with old._conn() as conn:
+        conn.execute(
+            old._sql(
+                "INSERT INTO footnote_feedback (created_at, updated_at, user_id, thread_id, "
+                "message_id, question, answer, rating) VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+            ),
+            ("2026-01-01T00:00:00", "2026-01-01T00:00:00", "alice", "t", "m", "q?", "a.", 1),
+        )
+
+    store = FeedbackStore(location)  # opening migrates
+    assert store.version() == SCHEMA_VERSION == len(MIGRATIONS)
+    (row,) = store.all()
+    assert (row.user_id, row.question, row.rating) == ("alice", "q?", 1)
+    assert row.should_cover is None and row.reviewed_by == ""
+    assert FeedbackStore(location).version() == SCHEMA_VERSION  # idempotent
+
+
+def test_a_store_from_a_newer_footnote_is_refused(tmp_path: Path) -> None:
+    location = str(tmp_path / "feedback.sqlite3")
+    FeedbackStore(location)
+    with sqlite3.connect(location) as conn:
+        conn.execute("INSERT INTO footnote_feedback_schema VALUES (?)", (SCHEMA_VERSION + 1,))
+    with pytest.raises(FeedbackError, match="newer than this Footnote"):
+        FeedbackStore(location)
+
+
+def test_input_is_validated_and_bounded() -> None:
+    assert check_rating(1) == 1 and check_rating(-1) == -1 and check_rating(None) is None
+    for bad in (0, 2, True, "1", 1.0):
+        with pytest.raises(FeedbackError):
+            check_rating(bad)
+    assert check_comment("  fine ") == "fine"
+    with pytest.raises(FeedbackError):
+        check_comment("x" * 2001)
+    with pytest.raises(FeedbackError):
+        check_comment(["<b>"])
+    citations = answer()["citations"]
+    assert check_flags([2, 1, 2], citations) == [1, 2]
+    for bad in ([3], ["1"], [True], "1", list(range(60))):
+        with pytest.raises(FeedbackError):
+            check_flags(bad, citations)
+
+
+def test_the_store_lives_beside_the_index_unless_told(tmp_path: Path) -> None:
+    index = tmp_path / "team" / "index"
+    assert feedback_location({}, str(index)) == str(tmp_path / "team" / "feedback.sqlite3")
+    assert feedback_location({"FOOTNOTE_INDEX": str(index)}) == str(
+        tmp_path / "team" / "feedback.sqlite3"
+    )
+    pg = "postgresql://u@h/db"
+    assert feedback_location({"FOOTNOTE_CHECKPOINT_URL": pg}, str(index)) == pg
+    assert feedback_location({"FOOTNOTE_INDEX": pg + "?index=x"}) == pg + "?index=x"
+    assert feedback_location({"FOOTNOTE_FEEDBACK_DB": "/srv/fb.db", "FOOTNOTE_INDEX": pg}) == (
+        "/srv/fb.db"
+    )
+
+
+# ---------------------------------------------------------------- why
+
+
+def _doc(chunk_id: str, source: str = "keys.md") -> dict[str, Any]:
+    return {
+        "id": chunk_id,
+        "page_content": f"text of {chunk_id}",
+        "metadata": {"source": source, "section": "API keys", "title": "Keys", "kind": "document"},
+        "type": "Document",
+    }
+
+
+def _history() -> list[dict[str, Any]]:
+    """A thread's checkpoints as the server returns them (newest first): two runs."""
+    run1, run2 = "run-1", "run-2"
+    q1 = {"type": "human", "id": "h1", "content": "How often?"}
+    a1 = {"type": "ai", "id": "a1", "content": "Every 90 days. [1]"}
+    q2 = {"type": "human", "id": "h2", "content": "And parental leave?"}
+    a2 = {"type": "ai", "id": "a2", "content": NOT_COVERED}
+    candidates = [
+        {"document": _doc("keys.md#rotation:0"), "evidence": {"dense": 0.8, "coverage": 0.6}},
+        {
+            "document": _doc("oncall.md#paging:0", "oncall.md"),
+            "evidence": {"dense": 0.2, "coverage": 0.0},
+        },
+    ]
+    steps = [
+        (run1, 0, ["rewrite_query"], {"messages": [q1]}),
+        (
+            run1,
+            1,
+            ["grade_documents"],
+            {
+                "messages": [q1],
+                "query": "how often",
+                "strategy": "as_asked",
+                "candidates": candidates,
+            },
+        ),
+        (run1, 2, ["generate"], {"messages": [q1], "documents": [_doc("keys.md#rotation:0")]}),
+        (
+            run1,
+            3,
+            [],
+            {
+                "messages": [q1, a1],
+                "question": "How often?",
+                "route": ["new_question", "grade_documents:1/2", "generate"],
+                "notices": ["HyDE needs a chat model; it is unavailable offline."],
+                "citations": [{"n": 1, "chunk_id": "keys.md#rotation:0", "source": "keys.md"}],
+                "invalid_citations": [3],
+                "unsupported_claims": [],
+                "footnote:searches": [{"query": "how often", "stage": "pipeline"}],
+            },
+        ),
+        (
+            run2,
+            4,
+            ["grade_documents"],
+            {"messages": [q1, a1, q2], "query": "parental leave", "candidates": []},
+        ),
+        (
+            run2,
+            5,
+            [],
+            {"messages": [q1, a1, q2, a2], "question": "And parental leave?", "citations": []},
+        ),
+    ]
+    history = [
+        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step}}
+        for run, step, nxt, values in steps
+    ]
+    return history[::-1]
+
+
+def test_why_is_read_from_the_runs_own_checkpoints() -> None:
+    record = answer_record(_history(), "thread", "a1")
+    assert record["run_id"] == "run-1" and record["question"] == "How often?"
+    assert record["answer"] == "Every 90 days. [1]" and not record["not_covered"]
+    why = record["why"]
+    (round1,) = why["rounds"]
+    assert round1["query"] == "how often" and round1["strategy"] == "as_asked"
+    outcome = {c["chunk_id"]: c["kept"] for c in round1["candidates"]}
+    assert outcome == {"keys.md#rotation:0": True, "oncall.md#paging:0": False}
+    assert round1["candidates"][0]["evidence"] == {"dense": 0.8, "coverage": 0.6}
+    assert why["invalid_citations"] == [3]
+    assert why["notices"] == ["HyDE needs a chat model; it is unavailable offline."]
+    assert why["searches"] == [{"query": "how often", "stage": "pipeline"}]  # namespaced key
+    assert set(why["passages"]) == {"keys.md#rotation:0", "oncall.md#paging:0"}
+
+    later = answer_record(_history(), "thread", "a2")
+    assert later["not_covered"] and later["run_id"] == "run-2" and later["citations"] == []
+    with pytest.raises(AnswerNotFound):
+        answer_record(_history(), "thread", "h1")  # a question is not an answer
+
+
+def test_fields_are_read_by_name_or_namespaced_name() -> None:
+    assert field({"candidates": [1]}, "candidates") == [1]
+    assert field({"footnote:candidates": [2]}, "candidates") == [2]
+    assert field({"_candidates": [3]}, "candidates") == [3]
+    assert field({}, "candidates", "missing") == "missing"
+
+
+# ---------------------------------------------------------------- export
+
+
+def test_export_writes_a_beir_set_that_eval_reads(location: str, tmp_path: Path) -> None:
+    store = FeedbackStore(location)
+    store.record(user="alice", answer=answer("m1"), rating=1)  # both citations relevant
+    store.record(
+        user="bob", answer=answer("m2", question="Key  scopes?"), rating=1, wrong_citations=[2]
+    )
+    gap = store.record(
+        user="bob", answer=answer("m3", not_covered=True, question="Leave?"), rating=None
+    )
+    store.update(gap.id, {"should_cover": True})
+    store.record(user="dave", answer=answer("m4", question="Unjudged?"), rating=-1)
+
+    result = export_beir(store.all(), tmp_path / "golden")
+    assert (result.queries, result.judgements, result.gaps) == (2, 4, 1)
+    dataset = load_beir(tmp_path / "golden")
+    assert dataset.queries == {"q1": "How often do I rotate keys?", "q2": "Key  scopes?"}
+    assert dataset.qrels == {  # eval keeps the positives; the negative stays in the file
+        "q1": {"keys.md#rotation:0": 1, "keys.md#scopes:0": 1},
+        "q2": {"keys.md#rotation:0": 1},
+    }
+    qrels = (tmp_path / "golden" / "qrels" / "test.tsv").read_text().splitlines()
+    assert "q2\tkeys.md#scopes:0\t0" in qrels
+    assert set(dataset.corpus) == {"keys.md#rotation:0", "keys.md#scopes:0", "oncall.md#paging:0"}
+    gaps = [json.loads(line) for line in (tmp_path / "golden" / "gaps.jsonl").open()]
+    assert [g["text"] for g in gaps] == ["Leave?"]
+
+
+# ---------------------------------------------------------------- LangSmith
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    seen: list[tuple[str, str, dict[str, Any]]] = []
+
+    def _answer(self) -> None:
+        length = int(self.headers.get("content-length") or 0)
+        body = self.rfile.read(length) if length else b""
+        try:
+            data = json.loads(body or b"{}")
+        except ValueError:
+            data = {}
+        self.seen.append((self.command, self.path, data))
+        payload = json.dumps({"id": data.get("id", "x"), **data}).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_POST = do_PATCH = do_GET = _answer
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def langsmith_stub() -> Iterator[str]:
+    _Recorder.seen = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_langsmith_gets_the_rating_only_when_tracing_is_on(
+    tmp_path: Path, langsmith_stub: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    row = FeedbackStore(str(tmp_path / "f.sqlite3")).record(
+        user="alice", answer=answer(), rating=-1, comment="wrong", wrong_citations=[1]
+    )
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", langsmith_stub)
+    monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-test")
+    monkeypatch.setenv("LANGSMITH_TRACING", "false")
+    assert not tracing_on() and send_to_langsmith(row) is False
+    assert _Recorder.seen == []  # off: nothing leaves
+
+    monkeypatch.setenv("LANGSMITH_TRACING", "true")
+    assert tracing_on() and send_to_langsmith(row) is True
+    posts = [(path, data) for method, path, data in _Recorder.seen if method == "POST"]
+    assert posts, _Recorder.seen
+    path, data = posts[0]
+    assert path.endswith("/feedback")
+    assert data["run_id"] == row.run_id and data["key"] == "user_rating"
+    assert data["score"] == 0 and data["comment"] == "wrong"
+    assert tracing_on({"LANGSMITH_TRACING": "true"}) is False  # no key: off

@@ -1,0 +1,257 @@
+"""Feedback and "why this answer" through a real `langgraph dev`, with API-key users:
+rate, edit, list one's own, admin lists, someone else's feedback and "why" refused, and the
+export -> eval round trip. Run once with the SQLite store beside the index and once with the
+store in a real PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_sync_client
+
+from footnote.feedback import FeedbackStore
+from footnote.ingest.pipeline import ingest
+from footnote.server import RunningServer, ServerFailed, running_server
+from tests.conftest import RunCli
+from tests.served import GRAPH_ID, PUBLIC_QUESTION, Team, api_key_team, build_corpus
+
+pytestmark = pytest.mark.integration
+
+NOT_COVERED_QUESTION = "What is the parental leave policy?"
+SALARY_QUESTION = "When are salaries paid?"
+
+
+@dataclass
+class Feedbacked:
+    server: RunningServer
+    team: Team
+    store: str
+    """Where the server keeps feedback (a file or a postgresql:// URL)."""
+
+    def call(self, user: str | None, method: str, path: str, **kwargs: Any) -> httpx.Response:
+        headers = self.team.headers(user) if user else {}
+        return httpx.request(
+            method, f"{self.server.url}{path}", headers=headers, timeout=60, **kwargs
+        )
+
+    def ask(self, user: str, question: str) -> tuple[str, dict[str, Any]]:
+        """A new thread with one answered question: (thread id, the answer message)."""
+        client = get_sync_client(url=self.server.url, headers=self.team.headers(user))
+        thread = client.threads.create()
+        output = client.runs.wait(
+            thread["thread_id"],
+            GRAPH_ID,
+            input={"messages": [{"role": "user", "content": question}]},
+        )
+        assert isinstance(output, dict)
+        return thread["thread_id"], output["messages"][-1]
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Feedbacked]:
+    root = tmp_path_factory.mktemp(f"feedback-{request.param}")
+    index = root / "index"
+    summary = ingest([build_corpus(root)], index)
+    assert not summary.failed, summary.failed
+    team = api_key_team(root)
+    env = dict(team.env)
+    if request.param == "postgres":
+        server = request.getfixturevalue("pg_server")
+        import psycopg
+
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute("CREATE DATABASE served_feedback")
+        store = server.url.rsplit("/", 1)[0] + "/served_feedback"
+        env["FOOTNOTE_FEEDBACK_DB"] = store
+    else:
+        store = str(root / "feedback.sqlite3")  # the default: beside the index
+    try:
+        with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as s:
+            yield Feedbacked(s, team, store)
+    except ServerFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+@pytest.fixture(scope="module")
+def rated(served: Feedbacked) -> dict[str, Any]:
+    """Answers asked and rated by several users."""
+    made: dict[str, Any] = {}
+    for user, question in (
+        ("alice", PUBLIC_QUESTION),
+        ("bob", NOT_COVERED_QUESTION),
+        ("carol", SALARY_QUESTION),
+        ("dave", PUBLIC_QUESTION),
+    ):
+        made[user] = served.ask(user, question)
+    return made
+
+
+def rate(served: Feedbacked, user: str, answer: tuple[str, dict[str, Any]], **body: Any) -> Any:
+    thread_id, message = answer
+    return served.call(
+        user,
+        "POST",
+        "/feedback",
+        json={"thread_id": thread_id, "message_id": message["id"], **body},
+    )
+
+
+def test_rate_edit_list_and_refuse_others(served: Feedbacked, rated: dict[str, Any]) -> None:
+    assert served.call(None, "GET", "/feedback").status_code == 401
+    assert served.call("alice", "GET", "/feedback/me").json() == {"user": "alice", "admin": False}
+
+    created = rate(served, "alice", rated["alice"], rating=1, comment="<b>clear</b>")
+    assert created.status_code == 201, created.text
+    row = created.json()
+    assert row["user_id"] == "alice" and row["rating"] == 1 and row["comment"] == "<b>clear</b>"
+    assert row["question"] == PUBLIC_QUESTION and "90 days" in row["answer"]
+    assert row["citations"] and row["citations"][0]["chunk_id"].startswith("keys.md#")
+    assert row["run_id"] and row["index_name"] == "default" and row["index_version"]
+    assert not row["not_covered"]
+
+    edited = served.call(
+        "alice",
+        "PATCH",
+        f"/feedback/{row['id']}",
+        json={"rating": -1, "comment": "wrong", "wrong_citations": [1]},
+    )
+    assert edited.status_code == 200, edited.text
+    assert (edited.json()["rating"], edited.json()["wrong_citations"]) == (-1, [1])
+    assert (
+        served.call(
+            "alice", "PATCH", f"/feedback/{row['id']}", json={"wrong_citations": [99]}
+        ).status_code
+        == 422
+    )
+    assert (
+        served.call("alice", "PATCH", f"/feedback/{row['id']}", json={"user_id": "bob"}).status_code
+        == 422
+    )
+
+    # Bob cannot rate Alice's answer, nor read or edit her feedback.
+    assert rate(served, "bob", rated["alice"], rating=-1).status_code == 404
+    assert served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 404
+    assert (
+        served.call("bob", "PATCH", f"/feedback/{row['id']}", json={"rating": 1}).status_code == 404
+    )
+    assert served.call("bob", "GET", "/feedback?scope=all").status_code == 403
+
+    recorded = rate(served, "bob", rated["bob"])  # unrated: a "not covered" answer recorded
+    assert recorded.status_code == 201 and recorded.json()["not_covered"] is True
+    assert rate(served, "carol", rated["carol"], rating=1).status_code == 201
+    assert rate(served, "dave", rated["dave"], rating=1).status_code == 201
+    again = rate(served, "bob", rated["bob"])  # recording again keeps the row as it is
+    assert again.json()["id"] == recorded.json()["id"]
+
+    mine = served.call("alice", "GET", "/feedback").json()["items"]
+    assert [r["user_id"] for r in mine] == ["alice"]
+
+    everyone = served.call("root", "GET", "/feedback?scope=all").json()["items"]
+    assert [r["user_id"] for r in everyone] == ["dave", "carol", "bob", "alice"]  # newest first
+    review = served.call("root", "GET", "/feedback?scope=review").json()["items"]
+    assert [r["user_id"] for r in review] == ["bob", "alice"]
+    downs = served.call("root", "GET", "/feedback?scope=all&rating=down").json()["items"]
+    assert [r["user_id"] for r in downs] == ["alice"]
+    only_bob = served.call("root", "GET", "/feedback?scope=all&user=bob").json()["items"]
+    assert [r["user_id"] for r in only_bob] == ["bob"]
+
+    # Admins read everyone's feedback but change only should_cover, on "not covered" answers.
+    assert served.call("root", "GET", f"/feedback/{row['id']}").status_code == 200
+    assert (
+        served.call("root", "PATCH", f"/feedback/{row['id']}", json={"rating": 1}).status_code
+        == 403
+    )
+    gap = served.call(
+        "root", "PATCH", f"/feedback/{recorded.json()['id']}", json={"should_cover": True}
+    )
+    assert gap.status_code == 200 and gap.json()["should_cover"] is True
+    assert (
+        served.call(
+            "bob", "PATCH", f"/feedback/{recorded.json()['id']}", json={"should_cover": False}
+        ).status_code
+        == 403
+    )
+
+    # The rows really are in the configured store.
+    assert {r.user_id for r in FeedbackStore(served.store).all()} == {
+        "alice",
+        "bob",
+        "carol",
+        "dave",
+    }
+
+
+def test_bad_input_is_refused(served: Feedbacked, rated: dict[str, Any]) -> None:
+    thread_id, message = rated["dave"]
+    for body in (
+        {"thread_id": thread_id, "message_id": message["id"], "rating": 5},
+        {"thread_id": "../../etc", "message_id": message["id"], "rating": 1},
+        {"thread_id": thread_id, "message_id": message["id"], "comment": "x" * 2001},
+        {"thread_id": thread_id, "message_id": message["id"], "wrong_citations": [0]},
+    ):
+        assert served.call("dave", "POST", "/feedback", json=body).status_code == 422, body
+    big = served.call("dave", "POST", "/feedback", content=b"{" + b" " * 20000 + b"}")
+    assert big.status_code == 413
+
+
+def test_why_for_the_owner_and_admins_only(served: Feedbacked, rated: dict[str, Any]) -> None:
+    thread_id, message = rated["alice"]
+    query = f"/feedback/why?thread_id={thread_id}&message_id={message['id']}"
+    own = served.call("alice", "GET", query)
+    assert own.status_code == 200, own.text
+    data = own.json()
+    assert data["recorded"] is False and data["question"] == PUBLIC_QUESTION
+    why = data["why"]
+    assert why["route"][0] == "new_question" and any(
+        r.startswith("grade_documents") for r in why["route"]
+    )
+    (first, *_) = why["rounds"]
+    assert first["query"] and first["candidates"]
+    assert any(c["kept"] for c in first["candidates"])
+    assert all({"dense", "coverage"} <= set(c["evidence"]) for c in first["candidates"])
+    assert "passages" not in why
+
+    assert served.call("bob", "GET", query).status_code == 404
+    assert served.call(None, "GET", query).status_code == 401
+    admin = served.call("root", "GET", query)  # from what was recorded with alice's rating
+    assert admin.status_code == 200 and admin.json()["recorded"] is True
+    assert admin.json()["why"]["rounds"] == why["rounds"]
+
+    unrated_thread, unrated = served.ask("alice", "Who approves large purchases?")
+    unrated_query = f"/feedback/why?thread_id={unrated_thread}&message_id={unrated['id']}"
+    assert served.call("alice", "GET", unrated_query).status_code == 200
+    assert served.call("root", "GET", unrated_query).status_code == 404
+
+
+def test_export_then_eval_round_trip(
+    served: Feedbacked,
+    rated: dict[str, Any],
+    run_cli: RunCli,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> None:
+    request.getfixturevalue("rated")
+    # The rating test ran first (module order); make sure the ratings exist on their own too.
+    assert rate(served, "carol", rated["carol"], rating=1).status_code == 201
+    assert rate(served, "dave", rated["dave"], rating=1).status_code == 201
+    golden = tmp_path / "golden"
+    exported = run_cli("feedback", "export", str(golden), "--db", served.store, "--json")
+    assert exported.returncode == 0, exported.stderr
+    counts = json.loads(exported.stdout)
+    assert counts["queries"] >= 2 and counts["passages"] >= counts["judgements"] >= 2
+
+    measured = run_cli("eval", str(golden), "--json", timeout=600)
+    assert measured.returncode == 0, measured.stderr
+    result = json.loads(measured.stdout)
+    assert result["queries"] == counts["queries"]
+    assert result["stages"], result
+    recall = [stage["recall@10"] for stage in result["stages"].values()]
+    assert all(0.0 <= r <= 1.0 for r in recall) and max(recall) > 0.0
