@@ -63,6 +63,11 @@ def store() -> FeedbackStore:
     return FeedbackStore(feedback_location())
 
 
+async def _db(method: str, *args: Any, **kwargs: Any) -> Any:
+    """A store call in a worker thread: opening, migrating and querying all block."""
+    return await asyncio.to_thread(lambda: getattr(store(), method)(*args, **kwargs))
+
+
 def _error(status: int, detail: str) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=_NO_STORE)
 
@@ -79,9 +84,9 @@ class Refused(Exception):
 async def _identity(request: Request) -> Identity:
     try:
         return await asyncio.to_thread(
-            _credentials().identify,
-            request.headers.get("authorization"),
-            request.headers.get("x-api-key"),
+            lambda: _credentials().identify(
+                request.headers.get("authorization"), request.headers.get("x-api-key")
+            )
         )
     except Unauthenticated as exc:
         raise Refused(401, str(exc)) from None
@@ -122,16 +127,19 @@ async def _read_answer(request: Request, thread_id: str, message_id: str) -> dic
         record = answer_record(response.json(), thread_id, message_id)
     except AnswerNotFound:
         raise Refused(404, "no such answer") from None
+    record["index_version"] = await asyncio.to_thread(_index_version, record["index_name"])
+    return record
+
+
+def _index_version(name: str) -> str:
+    """The version of the named index now: what the answer was most likely made from."""
+    from footnote.settings import ServerSettings
     from footnote.store.backends import current_version
 
     try:
-        from footnote.settings import ServerSettings
-
-        location = ServerSettings.from_env().index_location(record["index_name"])
-        record["index_version"] = await asyncio.to_thread(current_version, location) or ""
+        return current_version(ServerSettings.from_env().index_location(name)) or ""
     except Exception:  # noqa: BLE001 - the version is a note on the row, not a condition
-        record["index_version"] = ""
-    return record
+        return ""
 
 
 def _handler(func: Any) -> Any:
@@ -153,7 +161,7 @@ async def _visible(identity: Identity, feedback_id: Any) -> Any:
         number = int(feedback_id)
     except (TypeError, ValueError):
         raise Refused(404, "no such feedback") from None
-    row = await asyncio.to_thread(store().get, number)
+    row = await _db("get", number)
     if row is None or (row.user_id != identity.user and not identity.admin):
         raise Refused(404, "no such feedback")
     return row
@@ -172,24 +180,20 @@ async def rate(request: Request, identity: Identity) -> Response:
     rating = check_rating(body.get("rating"))
     comment = check_comment(body.get("comment", ""))
     answer = await _read_answer(request, thread_id, message_id)
+    flags = check_flags(body.get("wrong_citations", []), answer["citations"])
     if "rating" not in body:  # recorded for review, unrated: never replaces a rating
         mine = [
-            r
-            for r in await asyncio.to_thread(store().for_answer, thread_id, message_id)
-            if r.user_id == identity.user
+            r for r in await _db("for_answer", thread_id, message_id) if r.user_id == identity.user
         ]
         if mine:
             return _ok(mine[0].public())
-    flags = check_flags(body.get("wrong_citations", []), answer["citations"])
-    row = await asyncio.to_thread(
-        functools.partial(
-            store().record,
-            user=identity.user,
-            answer=answer,
-            rating=rating,
-            comment=comment,
-            wrong_citations=flags,
-        )
+    row = await _db(
+        "record",
+        user=identity.user,
+        answer=answer,
+        rating=rating,
+        comment=comment,
+        wrong_citations=flags,
     )
     await _to_langsmith(row)
     return _ok(row.public(), status=201)
@@ -230,7 +234,7 @@ async def listing(request: Request, identity: Identity) -> Response:
         limit=limit,
         before_id=before,
     )
-    rows = await asyncio.to_thread(store().list, filters)
+    rows = await _db("list", filters)
     return _ok({"items": [r.public() for r in rows]})
 
 
@@ -266,7 +270,7 @@ async def edit(request: Request, identity: Identity) -> Response:
             raise Refused(422, "should_cover must be true, false or null")
         changes["should_cover"] = body["should_cover"]
         changes["reviewed_by"] = identity.user
-    updated = await asyncio.to_thread(store().update, row.id, changes)
+    updated = await _db("update", row.id, changes)
     if mine and {"rating", "comment", "wrong_citations"} & set(changes):
         await _to_langsmith(updated)
     return _ok(updated.public())
@@ -284,7 +288,7 @@ async def why(request: Request, identity: Identity) -> Response:
     except Refused as exc:
         if exc.status != 404 or not identity.admin:
             raise
-    rows = await asyncio.to_thread(store().for_answer, thread_id, message_id)
+    rows = await _db("for_answer", thread_id, message_id)
     if not rows:
         raise Refused(404, "no such answer")
     row = rows[0]
