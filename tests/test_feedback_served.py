@@ -236,10 +236,8 @@ def test_export_then_eval_round_trip(
     rated: dict[str, Any],
     run_cli: RunCli,
     tmp_path: Path,
-    request: pytest.FixtureRequest,
 ) -> None:
-    request.getfixturevalue("rated")
-    # The rating test ran first (module order); make sure the ratings exist on their own too.
+    # Ratings of its own, so this test does not depend on the others having run.
     assert rate(served, "carol", rated["carol"], rating=1).status_code == 201
     assert rate(served, "dave", rated["dave"], rating=1).status_code == 201
     golden = tmp_path / "golden"
@@ -255,3 +253,9 @@ def test_export_then_eval_round_trip(
     assert result["stages"], result
     recall = [stage["recall@10"] for stage in result["stages"].values()]
     assert all(0.0 <= r <= 1.0 for r in recall) and max(recall) > 0.0
+
+    answered = run_cli("eval", str(golden), "--answers", "--json", timeout=900)
+    assert answered.returncode == 0, answered.stderr
+    outcome = json.loads(answered.stdout)
+    assert outcome["answerable"] >= 1
+    assert len(outcome["rows"]) == outcome["answerable"] + outcome["unanswerable"]
