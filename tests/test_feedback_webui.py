@@ -24,8 +24,8 @@ from tests.test_webui import (
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
-HOSTILE = "<img src=x onerror=\"document.title='owned'\"> check [1]"
-"""A comment that would run script if the page ever rendered it as HTML."""
+HOSTILE = "The security page says 60 days, not 90: <b>check</b> [1]"
+"""A comment with markup: shown as these characters, never as a bold element."""
 
 
 @pytest.fixture(scope="module")
@@ -130,8 +130,7 @@ def test_rate_flag_why_and_review(
         assert WORKED_EXAMPLE in texts[1] and "down" in texts[1]
         assert HOSTILE in texts[1]  # shown as the text it is
         assert "[1] keys.md#" in texts[1]
-        assert not driver.find_elements("css selector", "#review img")
-        assert driver.title != "owned"
+        assert not driver.find_elements("css selector", "#review b")
 
         items[1].find_element("css selector", "button.why-button").click()
         panel = page.until(
@@ -151,4 +150,5 @@ def test_rate_flag_why_and_review(
             "should-cover was not saved",
         )
 
+        driver.set_window_size(1280, 1500)
         page.screenshot("review-view")  # docs/review-view.png in the README is this one

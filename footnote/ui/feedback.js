@@ -49,8 +49,8 @@ function addFeedbackBar(turn, threadId, values) {
   bar.setAttribute("aria-label", "Rate this answer");
   const current = { rating: null, comment: "", wrong: new Set() };
 
-  const up = el("button", "rate up", "👍 Helpful");
-  const down = el("button", "rate down", "👎 Not helpful");
+  const up = el("button", "rate up", "↑ Helpful");
+  const down = el("button", "rate down", "↓ Not helpful");
   for (const button of [up, down]) {
     button.type = "button";
     button.setAttribute("aria-pressed", "false");
@@ -321,7 +321,7 @@ async function loadReview() {
 function reviewItem(row) {
   const item = el("li", "review-item");
   item.dataset.id = String(row.id);
-  const verdict = row.rating === 1 ? "👍 up" : row.rating === -1 ? "👎 down" : "not rated";
+  const verdict = row.rating === 1 ? "rated up" : row.rating === -1 ? "rated down" : "not rated";
   const meta = el("p", "review-meta",
     `${row.created_at.slice(0, 16).replace("T", " ")} · ${row.user_id} · ${verdict}` +
     (row.not_covered ? " · not covered" : ""));
