@@ -244,16 +244,16 @@ class FeedbackStore:
             with psycopg.connect(parse_location(self.location).conninfo) as conn:
                 yield conn  # commits on a clean exit, rolls back on an exception
         else:
-            conn = sqlite3.connect(self.location, timeout=30, isolation_level=None)
+            lite = sqlite3.connect(self.location, timeout=30, isolation_level=None)
             try:
-                conn.execute("BEGIN IMMEDIATE")
-                yield conn
-                conn.execute("COMMIT")
+                lite.execute("BEGIN IMMEDIATE")
+                yield lite
+                lite.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                lite.execute("ROLLBACK")
                 raise
             finally:
-                conn.close()
+                lite.close()
 
     def _sql(self, query: str) -> str:
         return query.replace("?", "%s") if self.postgres else query
@@ -382,9 +382,10 @@ class FeedbackStore:
             raise KeyError(feedback_id)
         return _row(row)
 
-    def list(self, filters: Filters) -> list[Feedback]:
+    def search(self, filters: Filters) -> list[Feedback]:
         """Newest first."""
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if filters.user is not None:
             where.append("user_id = ?")
             params.append(filters.user)

@@ -234,7 +234,7 @@ async def listing(request: Request, identity: Identity) -> Response:
         limit=limit,
         before_id=before,
     )
-    rows = await _db("list", filters)
+    rows = await _db("search", filters)
     return _ok({"items": [r.public() for r in rows]})
 
 

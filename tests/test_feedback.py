@@ -93,12 +93,12 @@ def test_record_edit_and_list_own_and_everyone(location: str) -> None:
     store.record(user="bob", answer=answer("m1"), rating=1)
     store.record(user="bob", answer=answer("m2", not_covered=True), rating=None)
 
-    assert [r.user_id for r in store.list(Filters(user="alice"))] == ["alice"]
-    everyone = store.list(Filters(user=None))
+    assert [r.user_id for r in store.search(Filters(user="alice"))] == ["alice"]
+    everyone = store.search(Filters(user=None))
     assert [r.message_id for r in everyone] == ["m2", "m1", "m1"]  # newest first
-    review = store.list(Filters(user=None, review=True))
+    review = store.search(Filters(user=None, review=True))
     assert {(r.user_id, r.message_id) for r in review} == {("alice", "m1"), ("bob", "m2")}
-    assert [r.user_id for r in store.list(Filters(user=None, rating=1))] == ["bob"]
+    assert [r.user_id for r in store.search(Filters(user=None, rating=1))] == ["bob"]
 
     edited = store.update(first.id, {"wrong_citations": [2], "rating": None})
     assert edited.wrong_citations == [2] and edited.rating is None
