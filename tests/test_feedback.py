@@ -307,61 +307,80 @@ def test_export_writes_a_beir_set_that_eval_reads(location: str, tmp_path: Path)
 # ---------------------------------------------------------------- LangSmith
 
 
-class _Recorder(BaseHTTPRequestHandler):
-    seen: list[tuple[str, str, dict[str, Any]]] = []
+class LangSmithStub:
+    """A loopback stand-in for the LangSmith API: answers 200 to everything and records
+    (method, path, JSON body or {}, raw body) of each request."""
 
-    def _answer(self) -> None:
-        length = int(self.headers.get("content-length") or 0)
-        body = self.rfile.read(length) if length else b""
-        try:
-            data = json.loads(body or b"{}")
-        except ValueError:
-            data = {}
-        self.seen.append((self.command, self.path, data))
-        payload = json.dumps({"id": data.get("id", "x"), **data}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+    def __init__(self) -> None:
+        seen: list[tuple[str, str, dict[str, Any], bytes]] = []
+        self.seen = seen
 
-    do_POST = do_PATCH = do_GET = _answer
+        class Handler(BaseHTTPRequestHandler):
+            def _answer(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    data = json.loads(raw or b"{}")
+                except ValueError:
+                    data = {}
+                data = data if isinstance(data, dict) else {}
+                seen.append((self.command, self.path, data, raw))
+                payload = json.dumps({"id": data.get("id", "x"), **data}).encode()
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
-    def log_message(self, *args: Any) -> None:
-        pass
+            do_POST = do_PATCH = do_GET = _answer
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def posts(self, suffix: str) -> list[dict[str, Any]]:
+        return [
+            data
+            for method, path, data, _ in self.seen
+            if method == "POST" and path.split("?")[0].endswith(suffix)
+        ]
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=5)
 
 
 @pytest.fixture
-def langsmith_stub() -> Iterator[str]:
-    _Recorder.seen = []
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+def langsmith_stub() -> Iterator[LangSmithStub]:
+    stub = LangSmithStub()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield stub
     finally:
-        server.shutdown()
-        server.server_close()
+        stub.close()
 
 
 def test_langsmith_gets_the_rating_only_when_tracing_is_on(
-    tmp_path: Path, langsmith_stub: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, langsmith_stub: LangSmithStub, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     row = FeedbackStore(str(tmp_path / "f.sqlite3")).record(
         user="alice", answer=answer(), rating=-1, comment="wrong", wrong_citations=[1]
     )
-    monkeypatch.setenv("LANGSMITH_ENDPOINT", langsmith_stub)
+    monkeypatch.setenv("LANGSMITH_ENDPOINT", langsmith_stub.url)
     monkeypatch.setenv("LANGSMITH_API_KEY", "lsv2-test")
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
     assert not tracing_on() and send_to_langsmith(row) is False
-    assert _Recorder.seen == []  # off: nothing leaves
+    assert langsmith_stub.seen == []  # off: nothing leaves
 
     monkeypatch.setenv("LANGSMITH_TRACING", "true")
     assert tracing_on() and send_to_langsmith(row) is True
-    posts = [(path, data) for method, path, data in _Recorder.seen if method == "POST"]
-    assert posts, _Recorder.seen
-    path, data = posts[0]
-    assert path.endswith("/feedback")
+    posts = langsmith_stub.posts("/feedback")
+    assert posts, langsmith_stub.seen
+    data = posts[0]
     assert data["run_id"] == row.run_id and data["key"] == "user_rating"
     assert data["score"] == 0 and data["comment"] == "wrong"
     assert tracing_on({"LANGSMITH_TRACING": "true"}) is False  # no key: off

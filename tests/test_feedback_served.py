@@ -19,7 +19,8 @@ from footnote.feedback import FeedbackStore
 from footnote.ingest.pipeline import ingest
 from footnote.server import RunningServer, ServerFailed, running_server
 from tests.conftest import RunCli
-from tests.served import GRAPH_ID, PUBLIC_QUESTION, Team, api_key_team, build_corpus
+from tests.served import GRAPH_ID, PUBLIC_QUESTION, Listener, Team, api_key_team, build_corpus
+from tests.test_feedback import LangSmithStub
 
 pytestmark = pytest.mark.integration
 
@@ -33,6 +34,8 @@ class Feedbacked:
     team: Team
     store: str
     """Where the server keeps feedback (a file or a postgresql:// URL)."""
+    langsmith: Listener
+    """Where LangSmith would be, with a key set but tracing off: nothing may arrive."""
 
     def call(self, user: str | None, method: str, path: str, **kwargs: Any) -> httpx.Response:
         headers = self.team.headers(user) if user else {}
@@ -62,7 +65,13 @@ def served(
     summary = ingest([build_corpus(root)], index)
     assert not summary.failed, summary.failed
     team = api_key_team(root)
-    env = dict(team.env)
+    langsmith = Listener()
+    env = {
+        **team.env,
+        "LANGSMITH_ENDPOINT": f"http://127.0.0.1:{langsmith.port}",
+        "LANGSMITH_API_KEY": "lsv2-never-sent",
+        "LANGSMITH_TRACING": "false",
+    }
     if request.param == "postgres":
         server = request.getfixturevalue("pg_server")
         import psycopg
@@ -75,9 +84,11 @@ def served(
         store = str(root / "feedback.sqlite3")  # the default: beside the index
     try:
         with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as s:
-            yield Feedbacked(s, team, store)
+            yield Feedbacked(s, team, store, langsmith)
     except ServerFailed as exc:
         pytest.fail(str(exc), pytrace=False)
+    finally:
+        langsmith.close()
 
 
 @pytest.fixture(scope="module")
@@ -180,6 +191,8 @@ def test_rate_edit_list_and_refuse_others(served: Feedbacked, rated: dict[str, A
         == 403
     )
 
+    assert served.langsmith.received == []  # tracing off: nothing left the machine
+
     # The rows really are in the configured store.
     assert {r.user_id for r in FeedbackStore(served.store).all()} == {
         "alice",
@@ -259,3 +272,41 @@ def test_export_then_eval_round_trip(
     outcome = json.loads(answered.stdout)
     assert outcome["answerable"] >= 1
     assert len(outcome["rows"]) == outcome["answerable"] + outcome["unanswerable"]
+
+
+def test_with_tracing_on_the_rating_reaches_the_runs_trace(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    root = tmp_path_factory.mktemp("feedback-traced")
+    index = root / "index"
+    assert not ingest([build_corpus(root)], index).failed
+    team = api_key_team(root)
+    stub = LangSmithStub()
+    env = {
+        **team.env,
+        "LANGSMITH_ENDPOINT": stub.url,
+        "LANGSMITH_API_KEY": "lsv2-test-key",
+        "LANGSMITH_TRACING": "true",
+    }
+    try:
+        with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as server:
+            traced = Feedbacked(server, team, str(root / "feedback.sqlite3"), Listener())
+            try:
+                answer = traced.ask("alice", PUBLIC_QUESTION)
+                row = rate(traced, "alice", answer, rating=-1, comment="stale").json()
+            finally:
+                traced.langsmith.close()
+    except ServerFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        stub.close()
+    sent = stub.posts("/feedback")
+    assert [(f["run_id"], f["key"], f["score"], f["comment"]) for f in sent] == [
+        (row["run_id"], "user_rating", 0, "stale")
+    ]
+    # The run id the feedback names is the trace's root run: the server traced that very run.
+    traces = b"".join(raw for _, path, _, raw in stub.seen if "/runs" in path)
+    assert any(
+        mark in traces
+        for mark in (f"post.{row['run_id']}".encode(), f'"id":"{row["run_id"]}"'.encode())
+    ), traces[:2000]
