@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from footnote.closed_routes import close_routes
 from footnote.graph.prompts import NOT_COVERED
 
 GRAPH_ID = "footnote"
@@ -83,3 +84,12 @@ app = Starlette(
         Route("/ui/{name}", asset),
     ]
 )
+
+
+async def not_found(request: Request) -> Response:
+    """Any deeper path under /ui: a plain 404 (the server's own /ui mount would answer 500)."""
+    return Response("not found", status_code=404, media_type="text/plain")
+
+
+app.router.routes.append(Route("/ui/{rest:path}", not_found, methods=["GET", "HEAD"]))
+close_routes(app)
