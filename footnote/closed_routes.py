@@ -103,10 +103,9 @@ class ClosedRoutes:
                     return
                 await _answer(send, *refused)
                 return
-        if scope["type"] == "http" and scope.get("method") == "POST":
-            if route_path(path) in NO_EXISTENCE_ORACLE:
-                await self.app(scope, receive, _conflict_as_not_found(send))
-                return
+        if scope.get("method") == "POST" and route_path(path) in NO_EXISTENCE_ORACLE:
+            await self.app(scope, receive, _conflict_as_not_found(send))
+            return
         await self.app(scope, receive, send)
 
     async def _refusal(self, scope: Scope) -> tuple[int, str] | None:

@@ -20,7 +20,6 @@ own process) does not come through here: the host is the trusted party and sets 
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping

@@ -189,12 +189,12 @@ def test_creating_with_someone_elses_id_answers_404(served: Served) -> None:
     assistant = alice.assistants.create(GRAPH_ID, name="alice's")["assistant_id"]
 
     for if_exists in ("raise", "do_nothing"):
-        status, body = refusal(lambda e=if_exists: bob.threads.create(thread_id=thread, if_exists=e))
+        status, body = refusal(
+            lambda e=if_exists: bob.threads.create(thread_id=thread, if_exists=e)
+        )
         assert status == 404, (if_exists, body)
         status, body = refusal(
-            lambda e=if_exists: bob.assistants.create(
-                GRAPH_ID, assistant_id=assistant, if_exists=e
-            )
+            lambda e=if_exists: bob.assistants.create(GRAPH_ID, assistant_id=assistant, if_exists=e)
         )
         assert status == 404, (if_exists, body)
     assert alice.threads.create(thread_id=thread, if_exists="do_nothing")["thread_id"] == thread
