@@ -10,10 +10,11 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import httpx
 import pytest
@@ -84,6 +85,9 @@ def served(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
                 break
         if not url:
             pytest.fail(f"footnote serve printed no URL:\n{log_tail(log)}", pytrace=False)
+        # Keep reading what it prints: a full pipe would stall the server mid-request.
+        drain = threading.Thread(target=_copy, args=(process.stdout, log), daemon=True)
+        drain.start()
         yield Served(url, keys, jwts, log)
     finally:
         process.send_signal(signal.SIGTERM)
@@ -92,6 +96,12 @@ def served(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout=10)
+
+
+def _copy(stream: IO[str], log: Path) -> None:
+    with log.open("a", encoding="utf-8") as sink:
+        for line in stream:
+            sink.write(line)
 
 
 def ask(client: SyncLangGraphClient, thread: str | None, **kwargs: Any) -> Any:
