@@ -8,6 +8,7 @@ Public: GET /ok, GET / and the chat page under /ui. Admin only: /info, /metrics,
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -175,6 +176,26 @@ def test_internal_and_deploy_routes_are_closed_to_everyone(served: Served) -> No
         PUBLIC_QUESTION
     ]
     assert "langgraph deploy" not in served.log.read_text(errors="replace")
+
+
+def test_no_route_answers_without_credentials_except_the_public_ones(served: Served) -> None:
+    """Every path and method the server documents (its OpenAPI, read as an admin), called
+    with no credentials and made-up ids: refused, unless it is a documented public route."""
+    spec = httpx.get(served.url + "/openapi.json", headers=served.headers("root"), timeout=60)
+    paths: dict[str, Any] = spec.json()["paths"]
+    made_up = "00000000-0000-4000-8000-000000000000"
+    answered = []
+    for template, operations in paths.items():
+        path = re.sub(r"\{[^}]+\}", made_up, template)
+        for method in operations:
+            if method.upper() not in ("GET", "POST", "PUT", "PATCH", "DELETE"):
+                continue
+            response = httpx.request(method.upper(), served.url + path, json={}, timeout=60)
+            if response.status_code not in (401, 403, 404, 405):
+                answered.append((method.upper(), template, response.status_code))
+    assert len(paths) > 20, sorted(paths)
+    public = {("GET", p) for p in ("/ok", "/", "/ui", "/ui/", "/ui/config.json")}  # README
+    assert {(m, t) for m, t, _ in answered} <= public, answered
 
 
 # --- identities, ids and metadata ------------------------------------------------------------
