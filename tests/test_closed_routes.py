@@ -22,7 +22,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.server import CREDENTIAL_SETTINGS, log_tail
+from footnote.server import CREDENTIAL_SETTINGS, log_tail, running_server
 from tests.conftest import REPO, footnote_command
 from tests.served import (
     GRAPH_ID,
@@ -344,3 +344,24 @@ def test_every_user_is_known_to_both_issuers(served: Served) -> None:
     token = sign(served.jwts, sub="alice", groups=["engineering"], lifetime_s=-60)
     expired = httpx.get(served.url + "/metrics", headers={"Authorization": f"Bearer {token}"})
     assert expired.status_code == 401
+
+
+def test_a_database_password_stays_out_of_answers_and_the_server_log(tmp_path: Path) -> None:
+    """An index URL whose password travels as `?password=`, on a port where nothing listens:
+    the caller's error and the server's log say where, never the password."""
+    secret = "pw-in-the-query-Zq81"
+    url = f"postgresql://footnote@127.0.0.1:9/footnote?password={secret}&connect_timeout=1"
+    log = tmp_path / "server.log"
+    with running_server(index_dir=url, log=log) as server:
+        client = get_sync_client(url=server.url)
+        with pytest.raises(Exception, match="PostgresUnavailable") as caught:
+            ask(client, None)
+        parts = client.runs.stream(
+            None, GRAPH_ID, input={"messages": [{"role": "user", "content": "hi"}]}
+        )
+        stream = repr([(part.event, part.data) for part in parts])
+    text = log.read_text(errors="replace")
+    assert "PostgresUnavailable" in stream, stream
+    assert "cannot connect to PostgreSQL at postgresql://footnote@127.0.0.1:9/" in text
+    assert "password=***" in text
+    assert secret not in str(caught.value) and secret not in stream and secret not in text
