@@ -11,6 +11,11 @@ holds text its owner could see when it was written, so it is served only while t
 still has exactly that access. If the operator changes someone's groups, their earlier
 threads stop being served (not deleted: they come back if the access does).
 
+An owner is named with its issuer (`api_key:alice`, `jwt:alice`): with both a key file and
+JWT configured, the same name from the other issuer is someone else. Metadata the server sets
+or filters on (`owner`, `access_scope`, `created_by`) is refused from callers, and a run's
+webhook is refused unless its origin is on the operator's FOOTNOTE_WEBHOOKS allowlist.
+
 Crons and the store are closed. A run's context is checked against the operator's settings
 (`footnote.settings`): server-owned fields are pinned, a caller's own choices validated, and
 anything refused is a 4xx before the run starts. The graph reads identity from the
@@ -33,6 +38,8 @@ OWNER = "owner"
 SCOPE = "access_scope"
 _METHODS = {"api_key", "jwt", "anonymous"}
 _ASSISTANT_PER_RUN = ("index_dir", "model", "web_search")
+RESERVED_METADATA = ("created_by",)
+"""Set only by the server (`created_by: system` marks its own assistants, readable by all)."""
 
 
 def _load() -> tuple[Credentials, ServerSettings]:
@@ -81,7 +88,8 @@ def _owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail="this caller was not authenticated by Footnote"
         )
-    return {OWNER: str(user.identity), SCOPE: str(fields.get("scope", ""))}
+    owner = f"{fields.get('auth_method')}:{user.identity}"  # one namespace per issuer
+    return {OWNER: owner, SCOPE: str(fields.get("scope", ""))}
 
 
 def _claim(value: Any, owned: dict[str, str]) -> None:
@@ -89,12 +97,20 @@ def _claim(value: Any, owned: dict[str, str]) -> None:
     metadata = value.get("metadata")
     if metadata is None:
         metadata = value["metadata"] = {}
+    _reserved(metadata)
     for key, mine in owned.items():
         if metadata.get(key, mine) != mine:
             raise Auth.exceptions.HTTPException(
                 status_code=403, detail=f"metadata {key!r} is set by the server"
             )
     metadata.update(owned)
+
+
+def _reserved(metadata: Any) -> None:
+    if isinstance(metadata, dict) and (taken := sorted(set(metadata) & set(RESERVED_METADATA))):
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail=f"metadata {taken[0]!r} is set by the server"
+        )
 
 
 def _refuse(exc: ContextRefused) -> Auth.exceptions.HTTPException:
@@ -122,6 +138,7 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
 
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     owned = _owned(ctx)
+    _reserved(value.get("metadata"))
     if set(owned) & set(value.get("metadata") or {}):
         _claim(value, owned)
     return owned
@@ -140,6 +157,7 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     if not isinstance(kwargs, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
     try:
+        SETTINGS.webhook(kwargs.get("webhook"))
         kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
     except ContextRefused as exc:
         raise _refuse(exc) from None
@@ -147,14 +165,19 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
 
 
 async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """An assistant may carry a caller's retrieval choices, never server-owned settings."""
+    """An assistant may carry a caller's retrieval choices, never server-owned settings.
+
+    Its context is checked exactly as a run's is (refused, not trimmed), and what is stored is
+    the checked context: the dicts the server will store are rewritten in place.
+    """
     owned = _owned(ctx)
+    _reserved(value.get("metadata"))
     if "metadata" in value or ctx.action == "create":
         _claim(value, owned)
     config = value.get("config") or {}
     for stored in (value.get("context"), config.get("configurable")):
         try:
-            SETTINGS.check(stored)
+            checked = SETTINGS.check(stored)
         except ContextRefused as exc:
             raise _refuse(exc) from None
         if per_run := sorted(set(stored or {}) & set(_ASSISTANT_PER_RUN)):
@@ -162,6 +185,9 @@ async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, 
                 status_code=403,
                 detail=f"choose {per_run[0]!r} per run; an assistant may not store it",
             )
+        if isinstance(stored, dict):
+            stored.clear()
+            stored.update(checked)
     return owned
 
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from footnote.console import add_reranker_options
 from footnote.store.backends import default_index
+from footnote.store.postgres import redact
 
 EPILOG = """\
 examples:
@@ -48,14 +49,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             progress=ProgressPrinter(args.quiet),  # stderr, so --json output stays clean
         )
     except IndexError_ as exc:
-        print(f"footnote: {exc}", file=sys.stderr)
+        print(f"footnote: {redact(str(exc))}", file=sys.stderr)
         return 2
     result = summary.to_dict()
     if args.json:
         print(json.dumps(result, indent=2))
     elif not args.quiet or summary.failed or summary.restricted:
         print(
-            f"{args.index}: {result['added']} added, {result['updated']} updated, "
+            f"{redact(args.index)}: {result['added']} added, {result['updated']} updated, "
             f"{result['unchanged']} unchanged, {result['deleted']} deleted, "
             f"{result['failed']} failed, {result['skipped']} skipped; {summary.chunks} chunks "
             f"({summary.embedded_chunks} embedded)"
@@ -106,7 +107,7 @@ def cmd_search(args: argparse.Namespace) -> int:
         from footnote.store.types import IndexError_
 
         if isinstance(exc, IndexError_ | ValueError):
-            print(f"footnote: {exc}", file=sys.stderr)
+            print(f"footnote: {redact(str(exc))}", file=sys.stderr)
             return 2
         raise
     items = [{"id": h.chunk.id, "score": round(h.score, 6), **_chunk_fields(h.chunk)} for h in hits]

@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, cast
 
 from footnote.console import add_reranker_options
+from footnote.store.postgres import redact
 
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:
@@ -79,7 +80,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     print(chunk.content, end="", flush=True)
                     printed_answer = True
     except IndexError_ as exc:
-        print(f"footnote: {exc}", file=sys.stderr)
+        print(f"footnote: {redact(str(exc))}", file=sys.stderr)
         return 2
     except Exception as exc:
         failure = describe_failure(exc)
@@ -172,7 +173,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         process = subprocess.Popen(command, env=env, cwd=scratch)
         try:
             if wait_until_serving(url, process, timeout_s=args.startup_timeout):
-                print(f"Footnote server: {url}  (graph id: footnote, index: {args.index})")
+                print(f"Footnote server: {url}  (graph id: footnote, index: {redact(args.index)})")
                 print(f"Chat page: {url}/ui")
                 print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
                 if args.checkpoint_url:

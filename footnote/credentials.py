@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from footnote.store import jsonfile
+
 EVERYONE = "everyone"
 ANONYMOUS = "anonymous"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
@@ -110,8 +112,8 @@ def write_api_keys(path: str | Path, users: Mapping[str, Mapping[str, Any]]) -> 
 def parse_key_file(text: str, where: str) -> dict[str, Identity]:
     """Digest -> identity, or CredentialsError naming the first thing wrong and where."""
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
+        data = jsonfile.loads(text)
+    except ValueError as exc:
         raise CredentialsError(f"{where}: not valid JSON ({exc})") from None
     if not isinstance(data, dict):
         raise CredentialsError(
@@ -146,7 +148,10 @@ def parse_key_file(text: str, where: str) -> dict[str, Identity]:
 
 
 class ApiKeys:
-    """The operator's key file, re-read whenever it changes on disk.
+    """The operator's key file, re-read whenever its content changes.
+
+    The check is a digest of the file's bytes, not its stat: an in-place edit of the same
+    size with the modification time preserved (`cp -p`, `rsync -t --inplace`) is noticed.
 
     Lookups hash the presented key and compare it with every stored digest in constant time.
     A file that becomes malformed while serving fails closed: no key is accepted until fixed.
@@ -155,23 +160,20 @@ class ApiKeys:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
-        self._signature: tuple[int, int, int] | None = None
+        self._signature: str | None = None
         self._identities: dict[str, Identity] = {}
         self._error = ""
         self._load(strict=True)
 
-    def _stat(self) -> tuple[int, int, int]:
-        st = self.path.stat()
-        return (st.st_mtime_ns, st.st_size, st.st_ino)
-
     def _load(self, *, strict: bool) -> None:
         try:
-            signature = self._stat()
-            if signature == self._signature:
-                return
             if not self.path.is_file():
                 raise CredentialsError(f"{self.path}: not a regular file")
-            identities = parse_key_file(self.path.read_text(encoding="utf-8"), str(self.path))
+            data = self.path.read_bytes()
+            signature = hashlib.sha256(data).hexdigest()
+            if signature == self._signature:
+                return
+            identities = parse_key_file(data.decode("utf-8"), str(self.path))
         except (OSError, UnicodeDecodeError, CredentialsError) as exc:
             message = str(exc) if isinstance(exc, CredentialsError) else f"{self.path}: {exc}"
             if strict:

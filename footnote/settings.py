@@ -14,20 +14,23 @@ own process) does not come through here: the host is the trusted party and sets 
     FOOTNOTE_EMBEDDINGS       embeddings override (empty: the index's own model)
     FOOTNOTE_SYSTEM_PROMPT    answer instructions (empty: the built-in prompt)
     FOOTNOTE_WEB_SEARCH       "allow": callers may turn web search on (needs TAVILY_API_KEY)
+    FOOTNOTE_WEBHOOKS         comma-separated http(s) origins a run's `webhook` may call
+                              (empty: webhooks are refused)
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from footnote.graph.context import Context
 from footnote.graph.grader import OFFLINE_GRADERS
+from footnote.store import jsonfile
 from footnote.store.backends import DEFAULT_INDEX, is_postgres
 
 DEFAULT_INDEX_NAME = "default"
@@ -77,6 +80,8 @@ class ServerSettings:
     embeddings: str = ""
     system_prompt: str = field(default_factory=lambda: _context_default("system_prompt"))
     web_search_allowed: bool = False
+    webhooks: tuple[str, ...] = ()
+    """Origins (`https://host[:port]`) a run's webhook may call; empty: none."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -85,8 +90,8 @@ class ServerSettings:
         raw = env.get("FOOTNOTE_INDEXES", "").strip()
         if raw:
             try:
-                named = json.loads(raw)
-            except json.JSONDecodeError as exc:
+                named = jsonfile.loads(raw)
+            except ValueError as exc:
                 raise SettingsError(f"FOOTNOTE_INDEXES: not valid JSON ({exc})") from None
             if not isinstance(named, dict):
                 raise SettingsError("FOOTNOTE_INDEXES: expected a JSON object, name -> location")
@@ -119,11 +124,18 @@ class ServerSettings:
             embeddings=env.get("FOOTNOTE_EMBEDDINGS", "").strip(),
             system_prompt=env.get("FOOTNOTE_SYSTEM_PROMPT") or _context_default("system_prompt"),
             web_search_allowed=web == "allow",
+            webhooks=_webhook_origins(env.get("FOOTNOTE_WEBHOOKS", "")),
         )
 
     def fixed(self) -> dict[str, Any]:
-        """The server-owned context fields, as the operator set them."""
+        """The server-owned context fields, as the operator set them: every field of the
+        graph's context a caller may not choose, so a new one is pinned until allowed."""
         return {
+            **{
+                f.name: _context_default(f.name)
+                for f in fields(Context)
+                if f.name not in _CALLER_FIELDS and f.name not in IDENTITY_FIELDS
+            },
             "model": self.model,
             "model_base_url": self.model_base_url,
             "model_timeout_s": _context_default("model_timeout_s"),
@@ -136,7 +148,8 @@ class ServerSettings:
 
     def check(self, requested: Any) -> dict[str, Any]:
         """The caller's own choices in `requested`, validated; ContextRefused if any is not
-        allowed. Fields this policy does not know are dropped (the graph's defaults apply)."""
+        allowed. A field of the graph's context a caller may not choose is refused unless it
+        equals the operator's value; names the graph does not know are dropped."""
         if requested is None:
             return {}
         if not isinstance(requested, dict):
@@ -185,6 +198,15 @@ class ServerSettings:
         value (so nothing stored elsewhere can override it), plus the caller's valid choices."""
         return {**self.fixed(), **self.check(requested)}
 
+    def webhook(self, value: Any) -> None:
+        """ContextRefused unless `value` (a run's webhook) is empty or on the allowlist."""
+        if value is None or value == "":
+            return
+        if not self.webhooks:
+            raise ContextRefused(403, "webhooks are not enabled on this server")
+        if not isinstance(value, str) or _origin(value) not in self.webhooks:
+            raise ContextRefused(403, "this webhook's host is not on the server's allowlist")
+
     def index_location(self, value: Any) -> str:
         if not isinstance(value, str):
             raise ContextRefused(422, "context field 'index_dir' must be an index name")
@@ -210,6 +232,38 @@ class ServerSettings:
         raise ContextRefused(
             403, f"model {_shown(value)} is not offered here; choose one of {allowed}"
         )
+
+
+_CALLER_FIELDS = frozenset(
+    {*TUNABLE_BOUNDS, *CALLER_SWITCHES, *CALLER_CHOICES, "index_dir", "model", "web_search"}
+)
+
+
+def _origin(url: str) -> str:
+    """`scheme://host[:port]` of an http(s) URL without user info; "" if it is not one."""
+    try:
+        parts = urlsplit(url.strip())
+        port = parts.port
+    except ValueError:
+        return ""
+    if parts.scheme not in ("http", "https") or not parts.hostname or "@" in parts.netloc:
+        return ""
+    return f"{parts.scheme}://{parts.hostname}" + (f":{port}" if port is not None else "")
+
+
+def _webhook_origins(raw: str) -> tuple[str, ...]:
+    origins = []
+    for entry in (e.strip() for e in raw.split(",")):
+        if not entry:
+            continue
+        origin = _origin(entry)
+        if not origin or urlsplit(entry).path.strip("/") or urlsplit(entry).query:
+            raise SettingsError(
+                f"FOOTNOTE_WEBHOOKS: {_shown(entry)} must be an http(s) origin such as "
+                "https://hooks.example.com (no path, no user info)"
+            )
+        origins.append(origin)
+    return tuple(origins)
 
 
 def _context_default(name: str) -> Any:

@@ -18,6 +18,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from footnote.closed_routes import close_routes
 from footnote.feedback_routes import router as feedback_router
 from footnote.graph.prompts import NOT_COVERED
 
@@ -87,3 +88,12 @@ app = Starlette(
         *feedback_router.routes,  # /feedback/...: see footnote.feedback_routes
     ]
 )
+
+
+async def not_found(request: Request) -> Response:
+    """Any deeper path under /ui: a plain 404 (the server's own /ui mount would answer 500)."""
+    return Response("not found", status_code=404, media_type="text/plain")
+
+
+app.router.routes.append(Route("/ui/{rest:path}", not_found, methods=["GET", "HEAD"]))
+close_routes(app)

@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from footnote.store import jsonfile
 from footnote.store.columns import FILES as COLUMN_FILES
 from footnote.store.types import Chunk, FileRecord, IndexCorrupt
 
@@ -131,7 +132,7 @@ def read_manifest(root: Path, vdir: Path) -> dict[str, Any]:
     try:
         if os.lstat(path).st_size > MAX_MANIFEST_BYTES:
             raise damaged(root, "the manifest is too large")
-        manifest = json.loads(path.read_bytes().decode("utf-8"))
+        manifest = jsonfile.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as exc:
         raise IndexCorrupt(f"index {root}: unreadable manifest ({exc})") from exc
     if not isinstance(manifest, dict):
@@ -350,8 +351,8 @@ def check_bm25_arrays(root: Path, vdir: Path, count: int) -> None:
     vocabulary and with the manifest's chunk count, before numpy allocates them."""
     bm25 = vdir / "bm25"
     try:
-        params = json.loads((bm25 / "params.index.json").read_text("utf-8"))
-        vocab = json.loads((bm25 / "vocab.index.json").read_text("utf-8"))
+        params = jsonfile.loads((bm25 / "params.index.json").read_text("utf-8"))
+        vocab = jsonfile.loads((bm25 / "vocab.index.json").read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise damaged(root, f"bm25/ parameters cannot be read ({exc})") from exc
     if not isinstance(params, dict) or not isinstance(vocab, dict):
@@ -419,7 +420,7 @@ def chunk_problem(chunk: Chunk) -> str | None:
 def read_files(root: Path, path: Path, chunk_ids: set[str]) -> dict[str, FileRecord]:
     """files.json: one record per source, naming only chunks the version holds."""
     try:
-        raw = json.loads(path.read_bytes().decode("utf-8"))
+        raw = jsonfile.loads(path.read_bytes().decode("utf-8"))
         if not isinstance(raw, dict):
             raise TypeError("not a JSON object")
         files = {str(source): FileRecord(**record) for source, record in raw.items()}

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -93,13 +93,35 @@ def parse_location(url: str) -> Location:
     return Location(conninfo=urlunsplit(parts._replace(query=rest)), name=name)
 
 
-def redact(url: str) -> str:
-    """The URL without its password, for messages."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
-    return urlunsplit(parts._replace(netloc=netloc))
+_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
+_QUERY_PARAM = re.compile(r"([?&;])([^=&#\s]+)=([^&#\s]*)")
+_KEY_VALUE = re.compile(
+    r"(?i)\b([a-z_]*(?:pass|secret|token)[a-z_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'&;,]+)"
+)
+_SECRET_NAME = re.compile(r"(?i)pass|secret|token")
+"""Setting names whose values are hidden: password, sslpassword, and the like."""
+
+
+def redact(text: str) -> str:
+    """`text` (a URL, a libpq `key=value` string or a message holding either) with every
+    password hidden: in a URL's user info, in its query (`?password=`, `&sslpassword=`,
+    percent-encoded names included) and in `password=...` settings."""
+    text = _URL.sub(lambda m: _redact_url(m.group(0)), text)
+    return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
+
+
+def _redact_url(url: str) -> str:
+    scheme, _, rest = url.partition("://")
+    at = rest.rfind("@")
+    if at >= 0:  # everything before the last @ is user info (over-hiding beats leaking)
+        user, colon, _password = rest[:at].partition(":")
+        rest = f"{user}{colon}{'***' if colon else ''}{rest[at:]}"
+
+    def param(m: re.Match[str]) -> str:
+        hidden = _SECRET_NAME.search(unquote(m.group(2)))
+        return f"{m.group(1)}{m.group(2)}={'***' if hidden else m.group(3)}"
+
+    return f"{scheme}://{_QUERY_PARAM.sub(param, rest)}"
 
 
 _pools: dict[str, Any] = {}
@@ -128,7 +150,7 @@ def pool(conninfo: str) -> Any:
             except Exception as exc:
                 found.close()
                 raise PostgresUnavailable(
-                    f"cannot connect to PostgreSQL at {redact(conninfo)}: {exc}"
+                    f"cannot connect to PostgreSQL at {redact(conninfo)}: {redact(str(exc))}"
                 ) from exc
             _pools[conninfo] = found
         return found

@@ -633,17 +633,25 @@ function sourceLocation(citation) {
   return parts.join(", ");
 }
 
-/** A safe link for a source: http(s) only, relative URLs against the operator's base. */
+/** A safe link for a source: a web result's own http(s) URL, or a document's relative URL
+ * under the operator's base. A document's URL is its stored path, so one that reads as an
+ * absolute URL (a folder named `https:`) is not a link. */
 function sourceHref(citation) {
   if (!citation.url || typeof citation.url !== "string") return null;
-  const base = state.config.source_base_url || undefined;
+  const web = citation.kind === "web";
+  const base = web ? undefined : state.config.source_base_url || undefined;
+  if (!web && !base) return null;
   let url;
   try {
     url = new URL(citation.url, base);
   } catch {
     return null;
   }
-  return url.protocol === "https:" || url.protocol === "http:" ? url.href : null;
+  if (url.protocol !== "https:" && url.protocol !== "http:") return null;
+  if (!web && (/^[a-z][a-z0-9+.-]*:|^[\\/]{2}/i.test(citation.url) || !url.href.startsWith(base))) {
+    return null;
+  }
+  return url.href;
 }
 
 function showSources(turn) {
