@@ -49,6 +49,11 @@ class Identity:
     """How the caller proved it: `api_key`, `jwt` or `anonymous`."""
 
     @property
+    def owner(self) -> str:
+        """The name records are owned under: one namespace per issuer (`jwt:alice`)."""
+        return f"{self.method}:{self.user}"
+
+    @property
     def scope(self) -> str:
         """What this identity may see, as one comparable string (`admin`, or its groups)."""
         return "admin" if self.admin else ",".join(sorted(self.groups))

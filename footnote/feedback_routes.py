@@ -166,7 +166,7 @@ async def _visible(identity: Identity, feedback_id: Any) -> Any:
     except (TypeError, ValueError):
         raise Refused(404, "no such feedback") from None
     row = await _db("get", number)
-    if row is None or (row.user_id != identity.user and not identity.admin):
+    if row is None or (row.user_id != identity.owner and not identity.admin):
         raise Refused(404, "no such feedback")
     return row
 
@@ -187,13 +187,13 @@ async def rate(request: Request, identity: Identity) -> Response:
     flags = check_flags(body.get("wrong_citations", []), answer["citations"])
     if "rating" not in body:  # recorded for review, unrated: never replaces a rating
         mine = [
-            r for r in await _db("for_answer", thread_id, message_id) if r.user_id == identity.user
+            r for r in await _db("for_answer", thread_id, message_id) if r.user_id == identity.owner
         ]
         if mine:
             return _ok(mine[0].public())
     row = await _db(
         "record",
-        user=identity.user,
+        user=identity.owner,
         answer=answer,
         rating=rating,
         comment=comment,
@@ -230,7 +230,7 @@ async def listing(request: Request, identity: Identity) -> Response:
     except ValueError:
         raise Refused(422, "limit and before must be numbers") from None
     filters = Filters(
-        user=identity.user if scope == "mine" else (query.get("user") or None),
+        user=identity.owner if scope == "mine" else (query.get("user") or None),
         rating=ratings[query.get("rating")],
         not_covered=covered[query.get("not_covered")],
         review=scope == "review",
@@ -255,7 +255,7 @@ async def edit(request: Request, identity: Identity) -> Response:
     unknown = set(body) - {"rating", "comment", "wrong_citations", "should_cover"}
     if unknown:
         raise Refused(422, f"cannot change {sorted(unknown)[0]!r}")
-    mine = row.user_id == identity.user
+    mine = row.user_id == identity.owner
     if not mine and set(body) - {"should_cover"}:
         raise Refused(403, "only its author edits a rating; admins may set should_cover")
     changes: dict[str, Any] = {}
@@ -273,7 +273,7 @@ async def edit(request: Request, identity: Identity) -> Response:
         if body["should_cover"] not in (True, False, None):
             raise Refused(422, "should_cover must be true, false or null")
         changes["should_cover"] = body["should_cover"]
-        changes["reviewed_by"] = identity.user
+        changes["reviewed_by"] = identity.owner
     updated = await _db("update", row.id, changes)
     if mine and {"rating", "comment", "wrong_citations"} & set(changes):
         await _to_langsmith(updated)

@@ -326,3 +326,13 @@ def test_an_embedded_context_is_type_checked_not_coerced(
 
 def test_an_embedded_host_sets_the_caller() -> None:
     assert run_caller(Context(user_groups=["hr"], admin=False)) == (("hr",), False)
+
+
+def test_records_are_owned_per_issuer() -> None:
+    """The same name from a key file and from a JWT issuer are two different owners."""
+    from footnote.credentials import Identity
+
+    by_key = Identity(user="alice", method="api_key")
+    by_jwt = Identity(user="alice", method="jwt")
+    assert by_key.owner == "api_key:alice" and by_jwt.owner == "jwt:alice"
+    assert by_key.owner != by_jwt.owner

@@ -122,7 +122,7 @@ def test_rate_edit_list_and_refuse_others(served: Feedbacked, rated: dict[str, A
     created = rate(served, "alice", rated["alice"], rating=1, comment="<b>clear</b>")
     assert created.status_code == 201, created.text
     row = created.json()
-    assert row["user_id"] == "alice" and row["rating"] == 1 and row["comment"] == "<b>clear</b>"
+    assert row["user_id"] == "api_key:alice" and row["rating"] == 1 and row["comment"] == "<b>clear</b>"
     assert row["question"] == PUBLIC_QUESTION and "90 days" in row["answer"]
     assert row["citations"] and row["citations"][0]["chunk_id"].startswith("keys.md#")
     assert row["run_id"] and row["index_name"] == "default" and row["index_version"]
@@ -163,16 +163,21 @@ def test_rate_edit_list_and_refuse_others(served: Feedbacked, rated: dict[str, A
     assert again.json()["id"] == recorded.json()["id"]
 
     mine = served.call("alice", "GET", "/feedback").json()["items"]
-    assert [r["user_id"] for r in mine] == ["alice"]
+    assert [r["user_id"] for r in mine] == ["api_key:alice"]
 
     everyone = served.call("root", "GET", "/feedback?scope=all").json()["items"]
-    assert [r["user_id"] for r in everyone] == ["dave", "carol", "bob", "alice"]  # newest first
+    assert [r["user_id"] for r in everyone] == [
+        "api_key:dave",
+        "api_key:carol",
+        "api_key:bob",
+        "api_key:alice",
+    ]  # newest first
     review = served.call("root", "GET", "/feedback?scope=review").json()["items"]
-    assert [r["user_id"] for r in review] == ["bob", "alice"]
+    assert [r["user_id"] for r in review] == ["api_key:bob", "api_key:alice"]
     downs = served.call("root", "GET", "/feedback?scope=all&rating=down").json()["items"]
-    assert [r["user_id"] for r in downs] == ["alice"]
-    only_bob = served.call("root", "GET", "/feedback?scope=all&user=bob").json()["items"]
-    assert [r["user_id"] for r in only_bob] == ["bob"]
+    assert [r["user_id"] for r in downs] == ["api_key:alice"]
+    only_bob = served.call("root", "GET", "/feedback?scope=all&user=api_key:bob").json()["items"]
+    assert [r["user_id"] for r in only_bob] == ["api_key:bob"]
 
     # Admins read everyone's feedback but change only should_cover, on "not covered" answers.
     assert served.call("root", "GET", f"/feedback/{row['id']}").status_code == 200
@@ -199,10 +204,10 @@ def test_rate_edit_list_and_refuse_others(served: Feedbacked, rated: dict[str, A
 
     # The rows really are in the configured store.
     assert {r.user_id for r in FeedbackStore(served.store).all()} == {
-        "alice",
-        "bob",
-        "carol",
-        "dave",
+        "api_key:alice",
+        "api_key:bob",
+        "api_key:carol",
+        "api_key:dave",
     }
 
 
