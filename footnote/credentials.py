@@ -22,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-EVERYONE = "everyone"
+from footnote.store.types import EVERYONE, caller_groups
+
 ANONYMOUS = "anonymous"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _ENTRY_FIELDS = {"user", "groups", "admin"}
@@ -69,7 +70,7 @@ ANONYMOUS_IDENTITY = Identity(user=ANONYMOUS)
 
 def with_everyone(groups: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Every served caller is in `everyone`: a signed-in user never sees less than anonymous."""
-    return tuple(dict.fromkeys([*groups, EVERYONE]))
+    return caller_groups(groups)
 
 
 def hash_key(key: str) -> str:

@@ -40,9 +40,9 @@ def served(handbook_index: Path) -> Iterator[tuple[int, list[str]]]:
             printed: list[str] = []
             for line in process.stdout:
                 printed.append(line.strip())
-                if line.startswith("Studio:") or len(printed) > STARTUP_LINES:
+                if line.startswith("Footnote server:") or len(printed) > STARTUP_LINES:
                     break
-            assert any(line.startswith("Studio:") for line in printed), printed
+            assert printed[-1].startswith("Footnote server:"), printed
             yield port, printed
         finally:
             process.send_signal(signal.SIGTERM)
@@ -54,7 +54,9 @@ def served(handbook_index: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def printed_url(printed: list[str], label: str) -> str:
-    return next(line for line in printed if line.startswith(label)).split()[len(label.split())]
+    """The URL after `label` in the one status line `footnote serve` prints."""
+    status = next(line for line in printed if label in line)
+    return status.split(label, 1)[1].split()[0]
 
 
 def test_serve_moves_off_a_taken_port_and_prints_the_real_url(
@@ -62,21 +64,21 @@ def test_serve_moves_off_a_taken_port_and_prints_the_real_url(
 ) -> None:
     taken, printed = served
     server = printed_url(printed, "Footnote server:")
-    chat = printed_url(printed, "Chat page:")
+    chat = printed_url(printed, "chat page:")
 
     moved_to = server.rsplit(":", 1)[1]
     assert printed[0] == f"Port {taken} is in use on {HOST}; serving on port {moved_to} instead."
     assert chat == f"{server}/ui"
     assert f":{taken}" not in server
     assert httpx.get(f"{server}/ok", timeout=10).json()["ok"] is True
-    studio = next(line for line in printed if line.startswith("Studio:"))
-    assert studio.endswith(f"baseUrl={server}")
+    assert printed_url(printed, "Studio:").endswith(f"baseUrl={server}")
+    assert len(printed) == 2, "a notice for the port, then one status line: nothing else"
 
 
 def test_chat_page_comes_from_the_package_with_a_strict_policy(
     served: tuple[int, list[str]],
 ) -> None:
-    chat = printed_url(served[1], "Chat page:")
+    chat = printed_url(served[1], "chat page:")
     page = httpx.get(chat, timeout=10)
     script = httpx.get(f"{chat}/app.js", timeout=10)
     config = httpx.get(f"{chat}/config.json", timeout=10)
