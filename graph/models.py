@@ -242,9 +242,9 @@ class ChatModels:
 
     @staticmethod
     def _init(context: Context, role: Role, max_tokens: int, *, retries: bool) -> BaseChatModel:
-        from footnote.ingest.providers import init_chat, normalize_spec
+        from footnote.ingest.providers import init_chat, resolve
 
-        provider = provider_of(context.model)
+        spec, provider = resolve(context.model, "chat")
         kwargs: dict[str, Any] = budget_kwargs(context, max_tokens)
         if context.model_base_url:
             kwargs["base_url"] = context.model_base_url
@@ -268,7 +268,7 @@ class ChatModels:
             # good as the server's deltas: llama.cpp repeats the function name in every
             # chunk, which merges into "search_documentssearch_documents...".
             kwargs["disable_streaming"] = True
-        return init_chat(normalize_spec(context.model, "chat"), **kwargs)
+        return init_chat(spec, **kwargs)
 
     def _model_key(self, context: Context) -> str:
         return "fixed" if self._fixed is not None else f"{context.model}@{context.model_base_url}"

@@ -99,13 +99,27 @@ def missing_package(spec: str, provider: str, kind: Kind) -> str:
     return f"the {what} {spec!r} needs the {package} package: {install}"
 
 
+def resolve(spec: str, kind: Kind) -> tuple[str, str]:
+    """(`provider:model`, provider) for a model string whose provider's package can be
+    imported; a one-line ProviderProblem otherwise. Call it before any provider-specific
+    set-up, which may import the provider's own client."""
+    import importlib
+
+    spec = normalize_spec(spec, kind)
+    provider = provider_name(spec, kind)
+    try:
+        importlib.import_module(str(_registry(kind)[provider][0]))
+    except ImportError as exc:
+        raise ProviderProblem(missing_package(spec, provider, kind)) from exc
+    return spec, provider
+
+
 def init_chat(spec: str, **kwargs: Any) -> BaseChatModel:
     """`init_chat_model` for a `provider:model` or `provider/model` string, failing with a
     one-line ProviderProblem when the string or the provider's package is wrong."""
     from langchain.chat_models import init_chat_model
 
-    spec = normalize_spec(spec, "chat")
-    provider = provider_name(spec, "chat")
+    spec, provider = resolve(spec, "chat")
     try:
         return init_chat_model(spec, **kwargs)
     except ImportError as exc:
@@ -119,8 +133,7 @@ def init_provider_embeddings(spec: str, **kwargs: Any) -> Embeddings:
     one-line failures as `init_chat`."""
     from langchain.embeddings import init_embeddings
 
-    spec = normalize_spec(spec, "embeddings")
-    provider = provider_name(spec, "embeddings")
+    spec, provider = resolve(spec, "embeddings")
     try:
         return init_embeddings(spec, **kwargs)
     except ImportError as exc:

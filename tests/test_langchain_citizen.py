@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -291,7 +292,7 @@ def footnote_run(
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
-    lines = result.stderr.strip().splitlines()
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert "Traceback" not in result.stderr, result.stderr[-2000:]
     assert len(lines) == 1, result.stderr
     return lines[0]
@@ -303,14 +304,14 @@ ERROR_CASES = {
         "langchain_anthropic,anthropic",
         {},
         2,
-        "needs the langchain-anthropic package: pip install 'footnote-rag[anthropic]'",
+        r"needs the langchain-anthropic package: pip install 'footnote-rag\[anthropic\]'",
     ),
     "openai package missing": (
         ["ask", QUESTION, "--model", "openai:gpt-4.1-mini"],
         "langchain_openai,openai",
         {},
         2,
-        "needs the langchain-openai package: pip install 'footnote-rag[openai]'",
+        r"needs the langchain-openai package: pip install 'footnote-rag\[openai\]'",
     ),
     "embeddings package missing": (
         ["ingest", str(HANDBOOK), "--embeddings", "openai:text-embedding-3-small"],
@@ -324,7 +325,7 @@ ERROR_CASES = {
         "langchain_ollama,ollama",
         {},
         2,
-        "pip install 'footnote-rag[ollama]'",
+        r"pip install 'footnote-rag\[ollama\]'",
     ),
     "unknown chat spelling": (
         ["ask", QUESTION, "--model", "foo:bar"],
@@ -348,19 +349,19 @@ ERROR_CASES = {
         "unknown embeddings 'nomic-embed-text': write provider:model or provider/model",
     ),
     "chat server unreachable (provider/model accepted)": (
-        ["ask", QUESTION, "--model", "openai/gpt-4.1-mini", "--timeout", "5"],
+        ["ask", QUESTION, "--model", "openai/gpt-4.1-mini", "--timeout", "5", "--quiet"],
         "",
         {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:{port}/v1"},
         3,
-        "http://127.0.0.1:{port}/v1",
+        r"no answer from the model server at http://127\.0\.0\.1:{port}/v1",
     ),
     "embeddings server unreachable": (
         ["ingest", str(HANDBOOK), "--embeddings", "openai:text-embedding-3-small"],
         "",
         {"OPENAI_API_KEY": "sk-test", "OPENAI_BASE_URL": "http://127.0.0.1:{port}/v1"},
         3,
-        "the embeddings 'openai:text-embedding-3-small': could not reach "
-        "http://127.0.0.1:{port}/v1/embeddings",
+        # Offline, the client fails first fetching its tokenizer; online, at the stub port.
+        r"the embeddings 'openai:text-embedding-3-small': could not reach https?://\S+: \S",
     ),
 }
 
@@ -375,7 +376,7 @@ def test_provider_problems_are_one_line(case: str, tmp_path: Path, handbook_inde
     line = one_line(result)
     assert result.returncode == status, (result.returncode, line)
     assert line.startswith("footnote: ")
-    assert expected.replace("{port}", port) in line
+    assert re.search(expected.replace("{port}", port), line), line
 
 
 def test_debug_shows_the_traceback(tmp_path: Path, handbook_index: Path) -> None:
@@ -426,14 +427,21 @@ def test_the_build_is_warning_free(tmp_path: Path) -> None:
         if (REPO / name).is_file():
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, source / name)
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     result = subprocess.run(
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-v"]
         + ["-w", str(tmp_path / "out"), str(source)],
         capture_output=True,
         text=True,
         timeout=600,
+        env=env,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    output = result.stdout + result.stderr
-    warnings = [line for line in output.splitlines() if "warning" in line.lower()]
-    assert not [w for w in warnings if "pypi-more" not in w], warnings
+    output = (result.stdout + result.stderr).replace(str(tmp_path), "TMP")
+    # pip's own notes about this machine's package mirror are not the build's.
+    warnings = [
+        line
+        for line in output.splitlines()
+        if re.search(r"warn|deprecat|would be ignored", line, re.I) and "pypi-more" not in line
+    ]
+    assert not warnings, warnings
