@@ -114,3 +114,35 @@ def test_stopping_serve_stops_the_server(handbook_index: Path) -> None:
 
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server}/ok", timeout=5)
+
+
+def test_serve_is_quiet_and_its_server_logs_to_a_file(
+    handbook_index: Path, tmp_path: Path
+) -> None:
+    """One status line on the terminal, whatever the server does; its own log in a file."""
+    log = tmp_path / "serve.log"
+    process = subprocess.Popen(
+        [*footnote_command(), "serve", "--index", str(handbook_index), "--port", "0"]
+        + ["--log-file", str(log)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "FOOTNOTE_INDEX"},
+    )
+    try:
+        assert process.stdout is not None
+        status = process.stdout.readline().strip()
+        server = printed_url([status], "Footnote server:")
+        page = httpx.get(f"{server}/ui", timeout=10)
+        assert '<link rel="icon" href="/ui/favicon.svg"' in page.text, "no /favicon.ico asked"
+        icon = httpx.get(f"{server}/ui/favicon.svg", timeout=10)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        for _ in range(3):
+            assert httpx.get(f"{server}/ok", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert status.startswith("Footnote server: ") and f"log: {log}" in status
+    assert out.strip() == "" and err.strip() == "", (out, err)
+    assert "langgraph_api" in log.read_text(errors="replace"), "the server's own log went there"
