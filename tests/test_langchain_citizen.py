@@ -97,6 +97,24 @@ def test_retriever_and_ingest_take_embeddings_objects(tmp_path: Path, handbook_i
         FootnoteRetriever(index=str(index)).invoke(QUESTION)
 
 
+def test_the_embedded_graph_takes_an_embeddings_object(handbook_index: Path) -> None:
+    from footnote import make_graph
+
+    out = make_graph().invoke(
+        {"messages": [HumanMessage(QUESTION)]},
+        context={"index_dir": str(handbook_index), "embeddings": MiniLMEmbeddings()},
+    )
+    assert out["citations"][0]["source"] == "keys.md"
+    with pytest.raises(IndexMismatch, match="DeterministicFakeEmbedding"):
+        make_graph().invoke(
+            {"messages": [HumanMessage(QUESTION)]},
+            context={
+                "index_dir": str(handbook_index),
+                "embeddings": DeterministicFakeEmbedding(size=384),
+            },
+        )
+
+
 def _manifest(index: Path) -> str:
     version = (index / "CURRENT").read_text().strip()
     return (index / "versions" / version / "manifest.json").read_text()
