@@ -359,6 +359,13 @@ ERROR_CASES = {
         2,
         "unknown chat model 'mystery'",
     ),
+    "eval with an unknown chat model": (
+        ["eval", "{dataset}", "--stages", "pipeline", "--reranker", "llm", "--model", "foo/bar"],
+        "",
+        {},
+        2,
+        "unknown chat model 'foo/bar'",
+    ),
     "unknown embeddings spelling": (
         ["ingest", str(HANDBOOK), "--embeddings", "nomic-embed-text"],
         "",
@@ -389,7 +396,10 @@ def test_provider_problems_are_one_line(case: str, tmp_path: Path, handbook_inde
     args, block, env, status, expected = ERROR_CASES[case]
     port = str(closed_port())
     env = {k: v.replace("{port}", port) for k, v in env.items()}
-    index = str(tmp_path / "index") if args[0] == "ingest" else str(handbook_index)
+    index = str(tmp_path / "index") if args[0] in ("ingest", "eval") else str(handbook_index)
+    dataset = tmp_path / "beir_tiny"
+    shutil.copytree(REPO / "tests" / "fixtures" / "beir_tiny", dataset)
+    args = [str(dataset) if a == "{dataset}" else a for a in args]
     result = footnote_run(tmp_path, *args, "--index", index, block=block, env=env)
     line = one_line(result)
     assert result.returncode == status, (result.returncode, line)
