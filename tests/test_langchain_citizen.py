@@ -145,16 +145,16 @@ def test_an_index_built_with_provider_embeddings_reloads_them_without_the_flag(
 
     monkeypatch.setattr("langchain.embeddings.init_embeddings", fake_init)
     index = tmp_path / "provider-index"
-    assert not ingest([HANDBOOK], index, embeddings="ollama/nomic-embed-text").failed
-    assert json.loads(_manifest(index))["embedding"]["model"] == "ollama:nomic-embed-text"
-    assert remembered(index) == "ollama:nomic-embed-text"
+    assert not ingest([HANDBOOK], index, embeddings="openai/text-embedding-3-small").failed
+    assert json.loads(_manifest(index))["embedding"]["model"] == "openai:text-embedding-3-small"
+    assert remembered(index) == "openai:text-embedding-3-small"
     assert FootnoteRetriever(index=str(index), k=1).invoke(QUESTION)  # no embeddings= given
-    assert built and set(built) == {"ollama:nomic-embed-text"}
+    assert built and set(built) == {"openai:text-embedding-3-small"}
     # A copy (or a manifest someone edited) names the provider on its own word: refused.
     copy = tmp_path / "copy"
     shutil.copytree(index, copy)
     with pytest.raises(IndexMismatch, match="pass them explicitly"):
-        embeddings_for_index("", "ollama:nomic-embed-text", str(copy))
+        embeddings_for_index("", "openai:text-embedding-3-small", str(copy))
 
 
 def test_the_default_models_recorded_name_is_footnotes_own() -> None:
