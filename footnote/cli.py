@@ -97,7 +97,9 @@ def cmd_search(args: argparse.Namespace) -> int:
                 k=args.k,
                 stage=args.stage,
                 source=args.source,
-                user_groups=caller_groups(args.groups.split(","), strict=args.strict_groups),
+                user_groups=caller_groups(
+                    [g.strip() for g in args.groups.split(",")], strict=args.strict_groups
+                ),
                 embeddings=args.embeddings,
                 reranker=args.reranker,
                 chat_model=reranker_model(args),

@@ -23,7 +23,7 @@ def caller_groups(groups: Any, *, strict: bool = False) -> tuple[str, ...]:
     refused (a list of names is expected)."""
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups or ()):
         raise TypeError(f"groups must be a list of group names, not {groups!r}")
-    given = [g.strip() for g in groups or () if g.strip()]
+    given = [g for g in groups or () if g]  # names are compared exactly, never trimmed
     return tuple(dict.fromkeys(given if strict else [*given, EVERYONE]))
 
 
