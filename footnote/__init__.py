@@ -21,6 +21,9 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+__version__ = "0.1.0"
+"""The package version (pyproject.toml reads it from here: one home)."""
+
 _EXPORTS = {
     "make_graph": "footnote.graph.graph",
     "Context": "footnote.graph.context",

@@ -87,6 +87,7 @@ def skipped_lines(skipped: dict[str, str]) -> list[str]:
 
 def cmd_search(args: argparse.Namespace) -> int:
     from footnote.console import format_location, reranker_model
+    from footnote.store.types import caller_groups
     from footnote.tools.search import SearchRequest, search
 
     try:
@@ -97,16 +98,19 @@ def cmd_search(args: argparse.Namespace) -> int:
                 k=args.k,
                 stage=args.stage,
                 source=args.source,
-                user_groups=tuple(args.groups.split(",")) if args.groups else ("everyone",),
+                user_groups=caller_groups(
+                    [g.strip() for g in args.groups.split(",")], strict=args.strict_groups
+                ),
                 embeddings=args.embeddings,
                 reranker=args.reranker,
                 chat_model=reranker_model(args),
             )
         )
     except Exception as exc:  # a missing or mismatched index is a user error, said plainly
+        from footnote.ingest.providers import ProviderUnreachable
         from footnote.store.types import IndexError_
 
-        if isinstance(exc, IndexError_ | ValueError):
+        if isinstance(exc, IndexError_ | ValueError) and not isinstance(exc, ProviderUnreachable):
             print(f"footnote: {redact(str(exc))}", file=sys.stderr)
             return 2
         raise
@@ -219,7 +223,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--groups",
         default="",
-        help="comma-separated access groups of the caller (default: everyone)",
+        help="comma-separated access groups of the caller; `everyone` is always added",
+    )
+    p.add_argument(
+        "--strict-groups",
+        action="store_true",
+        help="search as exactly --groups, without `everyone`",
     )
     p.add_argument(
         "--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index"
@@ -240,6 +249,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_feedback_command(sub, default_index)
 
+    from footnote.cli_conventions import finish
+
+    finish(parser)
     return parser
 
 
@@ -254,7 +266,16 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     args = build_parser().parse_args(argv)
     handler: Callable[[argparse.Namespace], int] = args.func
-    return handler(args)
+    if args.debug:
+        return handler(args)
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:  # one line, not a traceback: see footnote/cli_conventions.py
+        from footnote.cli_conventions import report
+
+        return report(exc)
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any, cast
 
 from footnote.console import add_reranker_options
@@ -136,7 +137,6 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import signal
     import subprocess
     import tempfile
-    from pathlib import Path
 
     from footnote.server import (
         available_port,
@@ -169,20 +169,33 @@ def cmd_serve(args: argparse.Namespace) -> int:
             directory=Path(scratch), postgres_checkpoints=bool(args.checkpoint_url)
         )
         command = server_command(host=args.host, port=port, config=config)
-        # The server keeps its state (.langgraph_api/) beside the config it was given.
-        process = subprocess.Popen(command, env=env, cwd=scratch)
+        # The server keeps its state (.langgraph_api/) beside the config it was given; its
+        # own log (a line per request) goes to a file unless --verbose.
+        log = None if args.verbose else serve_log(args.log_file, port)
+        sink = log.open("ab") if log else None
+        process = subprocess.Popen(
+            command, env=env, cwd=scratch, stdout=sink, stderr=subprocess.STDOUT if sink else None
+        )
         try:
             if wait_until_serving(url, process, timeout_s=args.startup_timeout):
-                print(f"Footnote server: {url}  (graph id: footnote, index: {redact(args.index)})")
-                print(f"Chat page: {url}/ui")
-                print(f"Studio: https://smith.langchain.com/studio/?baseUrl={url}")
-                if args.checkpoint_url:
-                    print("Threads are kept in PostgreSQL.")
-                sys.stdout.flush()
+                threads = "PostgreSQL" if args.checkpoint_url else "in memory"
+                print(
+                    f"Footnote server: {url}  chat page: {url}/ui  "
+                    f"Studio: https://smith.langchain.com/studio/?baseUrl={url}  "
+                    f"(index: {redact(args.index)}; threads: {threads}"
+                    + (f"; log: {log})" if log else ")"),
+                    flush=True,
+                )
             elif process.poll() is None:
                 print(
                     f"footnote: the server did not answer on {url} within "
-                    f"{args.startup_timeout:.0f} s",
+                    f"{args.startup_timeout:.0f} s" + (f" (log: {log})" if log else ""),
+                    file=sys.stderr,
+                )
+            else:
+                print(
+                    f"footnote: the server exited with {process.returncode}"
+                    + (f" (log: {log})" if log else ""),
                     file=sys.stderr,
                 )
             return process.wait()
@@ -195,6 +208,17 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     process.wait(timeout=10)
                 except subprocess.TimeoutExpired:
                     process.kill()
+            if sink:
+                sink.close()
+
+
+def serve_log(given: str, port: int) -> Path:
+    """Where the server's own log goes: --log-file, else the user's Footnote state folder."""
+    from footnote.ingest.embedding_choice import state_dir
+
+    path = Path(given) if given else state_dir() / f"serve-{port}.log"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
@@ -297,5 +321,15 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     )
     p.add_argument(
         "--tracing", action="store_true", help="send traces to LangSmith (needs LANGSMITH_API_KEY)"
+    )
+    p.add_argument(
+        "--verbose", action="store_true", help="show the server's own log here, not in a file"
+    )
+    p.add_argument(
+        "--log-file",
+        default="",
+        metavar="PATH",
+        help="the server's log (default: serve-PORT.log in ~/.local/state/footnote, or "
+        "$FOOTNOTE_STATE_DIR)",
     )
     p.set_defaults(func=cmd_serve)

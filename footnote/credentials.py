@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from footnote.store import jsonfile
+from footnote.store.types import EVERYONE, caller_groups
 
-EVERYONE = "everyone"
 ANONYMOUS = "anonymous"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _ENTRY_FIELDS = {"user", "groups", "admin"}
@@ -76,7 +76,7 @@ ANONYMOUS_IDENTITY = Identity(user=ANONYMOUS)
 
 def with_everyone(groups: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Every served caller is in `everyone`: a signed-in user never sees less than anonymous."""
-    return tuple(dict.fromkeys([*groups, EVERYONE]))
+    return caller_groups(groups)
 
 
 def hash_key(key: str) -> str:

@@ -32,6 +32,8 @@ _ASSETS = {
     "app.css": "text/css; charset=utf-8",
     "feedback.js": "text/javascript; charset=utf-8",
     "feedback.css": "text/css; charset=utf-8",
+    # Declared by the page, so browsers ask for no /favicon.ico (a 404 per page load).
+    "favicon.svg": "image/svg+xml",
 }
 _SECURITY_HEADERS = {
     # Only this origin's own files and API: no inline script, no third-party anything.

@@ -22,7 +22,12 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
-from footnote.tools.documents import Candidate
+# The linear grade is the retriever's `relevance` too, so it lives a floor down; its pieces
+# are named here as well, where the grading code and its benchmarks read them.
+from footnote.tools.documents import LINEAR_THRESHOLD as LINEAR_THRESHOLD
+from footnote.tools.documents import OPERATING_GRADE as OPERATING_GRADE
+from footnote.tools.documents import Candidate, recentred, relevance, sigmoid
+from footnote.tools.documents import linear_score as linear_score
 
 OfflineGrader = Literal["calibrated", "linear"]
 OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear")
@@ -47,15 +52,6 @@ between it and the next); 1 / (1 + rank) by similarity, by coverage and in retri
 A fitted model uses some of them (`grader.json` names which). No heading feature: in the FAQ
 corpora every section shares its page's title, so a heading match marked the page, not the
 answer, and its fitted weight turned against meaningful headings (docs/evaluation.md)."""
-
-OPERATING_GRADE = 0.5
-"""The grade at which each offline grader's operating point sits."""
-
-LINEAR_DENSE_WEIGHT = 0.6
-"""Weight of embedding similarity in the linear grade; the rest is keyword coverage."""
-LINEAR_THRESHOLD = 0.415
-"""The linear blend's operating point on pyfaq-core (about 5% of answerable questions wrongly
-abstained; docs/evaluation.md)."""
 
 GRADER_FILE = "grader.json"
 
@@ -93,32 +89,6 @@ def _ranks(values: Sequence[float]) -> list[int]:
     return [sum(other > v for other in values) for v in values]
 
 
-def _logit(p: float) -> float:
-    p = min(max(p, 1e-12), 1 - 1e-12)
-    return math.log(p / (1 - p))
-
-
-def _sigmoid(z: float) -> float:
-    if z >= 0:
-        return 1 / (1 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1 + e)
-
-
-def recentred(p: float, threshold: float) -> float:
-    """`p` moved in logit space so that `threshold` reads OPERATING_GRADE (monotone)."""
-    return _sigmoid(_logit(p) - _logit(threshold) + _logit(OPERATING_GRADE))
-
-
-def linear_score(candidate: Candidate) -> float:
-    """The linear blend in [0, 1]: 0.6 x similarity + 0.4 x keyword coverage."""
-    evidence = candidate["evidence"]
-    score = (
-        LINEAR_DENSE_WEIGHT * evidence["dense"] + (1 - LINEAR_DENSE_WEIGHT) * evidence["coverage"]
-    )
-    return max(0.0, min(1.0, float(score)))
-
-
 @dataclass(frozen=True)
 class CalibratedGrader:
     """Standardised features, a linear score, a sigmoid: P(the chunk answers the question).
@@ -137,7 +107,7 @@ class CalibratedGrader:
             w * (float(row[f]) - m) / s
             for f, m, s, w in zip(self.features, self.mean, self.scale, self.weights, strict=True)
         )
-        return _sigmoid(z)
+        return sigmoid(z)
 
     def probabilities(self, candidates: Sequence[Candidate]) -> list[float]:
         return [self.probability(row) for row in features(candidates)]
@@ -247,7 +217,7 @@ def offline_grades(
     """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point."""
     check_offline_grader(grader)
     if grader == "linear":
-        return [recentred(linear_score(c), LINEAR_THRESHOLD) for c in candidates]
+        return [relevance(c) for c in candidates]
     return shipped_grader().grades(candidates)
 
 

@@ -94,8 +94,12 @@ class StructuredOutputUnsupported(RuntimeError):
 
 
 def provider_of(model: str) -> str:
-    """The provider prefix of a 'provider:model' string ('' when the string has none)."""
-    return model.split(":", 1)[0] if ":" in model else ""
+    """The provider prefix of a 'provider:model' or 'provider/model' string ('' when the
+    string has none)."""
+    from footnote.ingest.providers import normalize_spec
+
+    spec = normalize_spec(model, "chat") if model else model
+    return spec.split(":", 1)[0] if ":" in spec else ""
 
 
 def budget_kwargs(context: Context, max_tokens: int) -> dict[str, Any]:
@@ -238,9 +242,9 @@ class ChatModels:
 
     @staticmethod
     def _init(context: Context, role: Role, max_tokens: int, *, retries: bool) -> BaseChatModel:
-        from langchain.chat_models import init_chat_model
+        from footnote.ingest.providers import init_chat, resolve
 
-        provider = provider_of(context.model)
+        spec, provider = resolve(context.model, "chat")
         kwargs: dict[str, Any] = budget_kwargs(context, max_tokens)
         if context.model_base_url:
             kwargs["base_url"] = context.model_base_url
@@ -264,7 +268,7 @@ class ChatModels:
             # good as the server's deltas: llama.cpp repeats the function name in every
             # chunk, which merges into "search_documentssearch_documents...".
             kwargs["disable_streaming"] = True
-        return init_chat_model(context.model, **kwargs)
+        return init_chat(spec, **kwargs)
 
     def _model_key(self, context: Context) -> str:
         return "fixed" if self._fixed is not None else f"{context.model}@{context.model_base_url}"

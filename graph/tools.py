@@ -22,6 +22,7 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from footnote.graph.context import Context
+from footnote.store.types import caller_groups
 from footnote.tools.documents import retrieve_candidates
 from footnote.tools.models import chat_model
 from footnote.tools.search import SearchRequest
@@ -75,7 +76,7 @@ def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
         raise TypeError(f"context field 'admin' must be true or false, not {admin!r}")
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
         raise TypeError("context field 'user_groups' must be a list of group names")
-    return tuple(groups), admin
+    return caller_groups(groups), admin
 
 
 @tool

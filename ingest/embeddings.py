@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from importlib import resources
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
 
-from footnote.store.types import IndexMismatch
-
 DEFAULT_EMBEDDINGS = "footnote:minilm-l6-v2-int8"
 """The embedded default's model id, as recorded in index manifests."""
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 MINILM_MAX_TOKENS = 256
 MINILM_DIMENSION = 384
@@ -133,22 +134,35 @@ class ProviderEmbeddings(Embeddings):
     def __init__(self, spec: str, model: Embeddings) -> None:
         self.model_id = spec
         self._model = model
-        self.dimension = len(model.embed_query("dimension probe"))
+        self.dimension = len(self._reached(model.embed_query, "dimension probe"))
         self.max_tokens = MINILM_MAX_TOKENS
+
+    def _reached(self, call: Callable[[T], R], argument: T) -> R:
+        """Call the provider; an unreachable server becomes one line saying which model
+        failed and where (ProviderProblem), anything else is raised as it was."""
+        try:
+            return call(argument)
+        except Exception as exc:
+            from footnote.ingest.providers import ProviderUnreachable, describe_unreachable
+
+            where = describe_unreachable(exc)
+            if where is None:
+                raise
+            raise ProviderUnreachable(f"the embeddings {self.model_id!r}: {where}") from exc
 
     def count_tokens(self, text: str) -> int:
         """Providers hide their tokenizer; ~4 characters a token is the usual estimate."""
         return max(1, len(text) // 4)
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = np.asarray(self._model.embed_documents(list(texts)), dtype=np.float32)
+        vectors = np.asarray(self._reached(self._model.embed_documents, list(texts)), np.float32)
         return normalize(vectors.reshape(len(texts), self.dimension))
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.embed_array(texts).tolist()
 
     def embed_query(self, text: str) -> list[float]:
-        vector = np.asarray(self._model.embed_query(text), dtype=np.float32)[None, :]
+        vector = np.asarray(self._reached(self._model.embed_query, text), np.float32)[None, :]
         return normalize(vector)[0].tolist()
 
 
@@ -161,32 +175,24 @@ def normalize(vectors: np.ndarray) -> np.ndarray:
     return (vectors / np.maximum(norms, 1e-12)).astype(np.float32)
 
 
-def embeddings_for_index(requested: str, built_with: str) -> IndexEmbeddings:
-    """The model to query an index with. A manifest is a file anyone who can write the index
-    can edit, so the model it names is loaded only when it is the packaged default; any
-    other must be asked for by the caller (`--embeddings`), never picked by a file."""
-    if requested:
-        return load_embeddings(requested)  # the caller then checks it against the manifest
-    if built_with == DEFAULT_EMBEDDINGS:
-        return load_embeddings("")
-    raise IndexMismatch(
-        f"the index was built with embeddings {built_with[:80]!r}: pass them explicitly "
-        "(--embeddings, or the `embeddings` setting) to load that model"
-    )
-
-
 def load_embeddings(spec: str = "") -> IndexEmbeddings:
-    """Load an embedding model by `provider:model` string; empty means the offline default.
+    """Load an embedding model by `provider:model` (or `provider/model`) string; empty means
+    the offline default. `footnote:minilm-l6-v2-int8`, the name indexes record for it, is
+    Footnote's own: LangChain's `init_embeddings` does not know it, this function does.
 
     "", no argument and the default's id name one model, so they share one cached instance.
     """
-    return _load_embeddings(spec or DEFAULT_EMBEDDINGS)
+    if not spec or spec == DEFAULT_EMBEDDINGS:
+        return _load_embeddings(DEFAULT_EMBEDDINGS)
+    from footnote.ingest.providers import normalize_spec
+
+    return _load_embeddings(normalize_spec(spec, "embeddings"))
 
 
 @lru_cache(maxsize=4)
 def _load_embeddings(spec: str) -> IndexEmbeddings:
     if spec == DEFAULT_EMBEDDINGS:
         return MiniLMEmbeddings()
-    from langchain.embeddings import init_embeddings
+    from footnote.ingest.providers import init_provider_embeddings
 
-    return ProviderEmbeddings(spec, init_embeddings(spec))
+    return ProviderEmbeddings(spec, init_provider_embeddings(spec))

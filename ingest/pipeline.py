@@ -17,7 +17,12 @@ import numpy as np
 
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
-from footnote.ingest.embeddings import load_embeddings
+from footnote.ingest.embedding_choice import (
+    EmbeddingsSetting,
+    as_index_embeddings,
+    remember,
+    remembered,
+)
 from footnote.ingest.limits import TimeBudgetExceeded, time_budget
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.store.backends import is_postgres, open_writer
@@ -281,7 +286,7 @@ def ingest(
     paths: list[str | Path],
     index_dir: str | Path,
     *,
-    embeddings: str = "",
+    embeddings: EmbeddingsSetting = "",
     settings: ChunkSettings | None = None,
     default_access: list[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
@@ -296,10 +301,12 @@ def ingest(
 
     Per-file limits: `max_bytes` (checked before reading), `max_chunks` and `max_seconds`
     (parsing and chunking one file; see `limits.time_budget`). A file over one fails with a
-    reason and the run goes on."""
+    reason and the run goes on. `embeddings`: a `provider:model` string or any LangChain
+    `Embeddings` object; empty: the provider model this user built the index with before
+    (see ingest/embedding_choice.py), else the offline default."""
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
-    model = load_embeddings(embeddings)
+    model = as_index_embeddings(embeddings or remembered(index_dir))
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     default_access = default_access or list(DEFAULT_ACCESS)
     summary = IngestSummary(index=str(index_dir))
@@ -472,6 +479,7 @@ def ingest(
             embedding_dimension=model.dimension,
             on_failure=summary.failed.__setitem__,
         )
+        remember(index_dir, model.model_id)  # so search reloads a provider model by itself
         for listed in (summary.added, summary.updated):  # refused by the backend at publish
             listed[:] = [source for source in listed if source not in summary.failed]
     return summary

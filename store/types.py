@@ -10,8 +10,21 @@ from pathlib import Path
 from typing import Any
 
 FORMAT_VERSION = 1
-DEFAULT_ACCESS = ["everyone"]
+EVERYONE = "everyone"
+"""The group every caller is in (unless a caller asks for strict groups)."""
+DEFAULT_ACCESS = [EVERYONE]
 """Groups given to documents that state none; recorded in every manifest."""
+
+
+def caller_groups(groups: Any, *, strict: bool = False) -> tuple[str, ...]:
+    """The groups a caller searches as, the same on every surface (CLI, retriever, embedded
+    graph, server): the given ones plus `everyone`, so naming a group never hides what is
+    open to all; exactly the given ones when `strict`. A string or a non-string group is
+    refused (a list of names is expected)."""
+    if isinstance(groups, str) or not all(isinstance(g, str) for g in groups or ()):
+        raise TypeError(f"groups must be a list of group names, not {groups!r}")
+    given = [g for g in groups or () if g]  # names are compared exactly, never trimmed
+    return tuple(dict.fromkeys(given if strict else [*given, EVERYONE]))
 
 
 class IndexError_(Exception):

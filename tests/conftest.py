@@ -101,3 +101,17 @@ def locate(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Locate]:
 
         for location in made:
             drop_index(location)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The user's Footnote state folder (embeddings record, serve logs) lives in the session's
+    scratch space, for this process and every command it starts, and is restored after."""
+    folder = tmp_path_factory.mktemp("footnote-state")
+    before = os.environ.get("FOOTNOTE_STATE_DIR")
+    os.environ["FOOTNOTE_STATE_DIR"] = str(folder)
+    yield folder
+    if before is None:
+        os.environ.pop("FOOTNOTE_STATE_DIR", None)
+    else:
+        os.environ["FOOTNOTE_STATE_DIR"] = before

@@ -325,7 +325,10 @@ def test_an_embedded_context_is_type_checked_not_coerced(
 
 
 def test_an_embedded_host_sets_the_caller() -> None:
-    assert run_caller(Context(user_groups=["hr"], admin=False)) == (("hr",), False)
+    """Its groups, plus `everyone` as on every other surface (issue 23)."""
+    assert run_caller(Context(user_groups=["hr"], admin=False)) == (("hr", "everyone"), False)
+    assert run_caller(Context(user_groups=[], admin=True)) == (("everyone",), True)
+
 
 
 def test_records_are_owned_per_issuer() -> None:

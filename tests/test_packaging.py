@@ -102,6 +102,8 @@ def test_wheel_installs_only_the_footnote_package(wheel: Path) -> None:
         assert f"footnote/{module}" in names, module
     assert "footnote/ingest/data/minilm_tokenizer.json" in names
     assert "footnote/graph/grader.json" in names, "the calibrated grader ships with the package"
+    assert "footnote/py.typed" in names, "type checkers read the annotations in host projects"
+    assert "footnote/ui/favicon.svg" in names, "the icon the chat page declares"
 
 
 def test_graph_imports_beside_a_hosts_own_tools_and_graph(

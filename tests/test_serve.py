@@ -40,9 +40,9 @@ def served(handbook_index: Path) -> Iterator[tuple[int, list[str]]]:
             printed: list[str] = []
             for line in process.stdout:
                 printed.append(line.strip())
-                if line.startswith("Studio:") or len(printed) > STARTUP_LINES:
+                if line.startswith("Footnote server:") or len(printed) > STARTUP_LINES:
                     break
-            assert any(line.startswith("Studio:") for line in printed), printed
+            assert printed[-1].startswith("Footnote server:"), printed
             yield port, printed
         finally:
             process.send_signal(signal.SIGTERM)
@@ -54,7 +54,9 @@ def served(handbook_index: Path) -> Iterator[tuple[int, list[str]]]:
 
 
 def printed_url(printed: list[str], label: str) -> str:
-    return next(line for line in printed if line.startswith(label)).split()[len(label.split())]
+    """The URL after `label` in the one status line `footnote serve` prints."""
+    status = next(line for line in printed if label in line)
+    return status.split(label, 1)[1].split()[0]
 
 
 def test_serve_moves_off_a_taken_port_and_prints_the_real_url(
@@ -62,21 +64,21 @@ def test_serve_moves_off_a_taken_port_and_prints_the_real_url(
 ) -> None:
     taken, printed = served
     server = printed_url(printed, "Footnote server:")
-    chat = printed_url(printed, "Chat page:")
+    chat = printed_url(printed, "chat page:")
 
     moved_to = server.rsplit(":", 1)[1]
     assert printed[0] == f"Port {taken} is in use on {HOST}; serving on port {moved_to} instead."
     assert chat == f"{server}/ui"
     assert f":{taken}" not in server
     assert httpx.get(f"{server}/ok", timeout=10).json()["ok"] is True
-    studio = next(line for line in printed if line.startswith("Studio:"))
-    assert studio.endswith(f"baseUrl={server}")
+    assert printed_url(printed, "Studio:").endswith(f"baseUrl={server}")
+    assert len(printed) == 2, "a notice for the port, then one status line: nothing else"
 
 
 def test_chat_page_comes_from_the_package_with_a_strict_policy(
     served: tuple[int, list[str]],
 ) -> None:
-    chat = printed_url(served[1], "Chat page:")
+    chat = printed_url(served[1], "chat page:")
     page = httpx.get(chat, timeout=10)
     script = httpx.get(f"{chat}/app.js", timeout=10)
     config = httpx.get(f"{chat}/config.json", timeout=10)
@@ -112,3 +114,35 @@ def test_stopping_serve_stops_the_server(handbook_index: Path) -> None:
 
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server}/ok", timeout=5)
+
+
+def test_serve_is_quiet_and_its_server_logs_to_a_file(
+    handbook_index: Path, tmp_path: Path
+) -> None:
+    """One status line on the terminal, whatever the server does; its own log in a file."""
+    log = tmp_path / "serve.log"
+    process = subprocess.Popen(
+        [*footnote_command(), "serve", "--index", str(handbook_index), "--port", "0"]
+        + ["--log-file", str(log)],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "FOOTNOTE_INDEX"},
+    )
+    try:
+        assert process.stdout is not None
+        status = process.stdout.readline().strip()
+        server = printed_url([status], "Footnote server:")
+        page = httpx.get(f"{server}/ui", timeout=10)
+        assert '<link rel="icon" href="/ui/favicon.svg"' in page.text, "no /favicon.ico asked"
+        icon = httpx.get(f"{server}/ui/favicon.svg", timeout=10)
+        assert icon.status_code == 200 and icon.headers["content-type"] == "image/svg+xml"
+        for _ in range(3):
+            assert httpx.get(f"{server}/ok", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=30)
+    assert status.startswith("Footnote server: ") and f"log: {log}" in status
+    assert out.strip() == "" and err.strip() == "", (out, err)
+    assert "langgraph_api" in log.read_text(errors="replace"), "the server's own log went there"

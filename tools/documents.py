@@ -7,6 +7,7 @@ everything a citation or a filter needs.
 
 from __future__ import annotations
 
+import math
 from typing import TypedDict
 
 from langchain_core.documents import Document
@@ -31,6 +32,48 @@ class Candidate(TypedDict):
 
     document: Document
     evidence: Evidence
+
+
+OPERATING_GRADE = 0.5
+"""The grade at which each offline grader's operating point sits (graph/grader.py)."""
+LINEAR_DENSE_WEIGHT = 0.6
+"""Weight of embedding similarity in the linear grade; the rest is keyword coverage."""
+LINEAR_THRESHOLD = 0.415
+"""The linear blend's operating point on pyfaq-core (about 5% of answerable questions wrongly
+abstained; docs/evaluation.md)."""
+
+
+def logit(p: float) -> float:
+    p = min(max(p, 1e-12), 1 - 1e-12)
+    return math.log(p / (1 - p))
+
+
+def sigmoid(z: float) -> float:
+    if z >= 0:
+        return 1 / (1 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1 + e)
+
+
+def recentred(p: float, threshold: float) -> float:
+    """`p` moved in logit space so that `threshold` reads OPERATING_GRADE (monotone)."""
+    return sigmoid(logit(p) - logit(threshold) + logit(OPERATING_GRADE))
+
+
+def linear_score(candidate: Candidate) -> float:
+    """The linear blend in [0, 1]: 0.6 x similarity + 0.4 x keyword coverage."""
+    evidence = candidate["evidence"]
+    score = (
+        LINEAR_DENSE_WEIGHT * evidence["dense"] + (1 - LINEAR_DENSE_WEIGHT) * evidence["coverage"]
+    )
+    return max(0.0, min(1.0, float(score)))
+
+
+def relevance(candidate: Candidate) -> float:
+    """The linear offline grade in [0, 1]: read from the chunk's own evidence, not its place
+    among the other results, so it compares across queries; 0.5 is the operating point (where
+    the answer graph keeps a chunk by default)."""
+    return recentred(linear_score(candidate), LINEAR_THRESHOLD)
 
 
 def hit_to_document(hit: Hit) -> Document:

@@ -19,17 +19,19 @@ _lock = threading.Lock()
 def chat_model(
     model: str, *, base_url: str = "", timeout_s: float = 60.0, max_retries: int = 2
 ) -> BaseChatModel:
-    """The chat model for an init_chat_model string (e.g. `openai:gpt-4.1-mini`)."""
+    """The chat model for an init_chat_model string (e.g. `openai:gpt-4.1-mini`, or
+    `openai/gpt-4.1-mini`); a ProviderProblem says in one line what is wrong with it."""
     key = (model, base_url, timeout_s, max_retries)
     with _lock:
         if key not in _models:
-            from langchain.chat_models import init_chat_model
+            from footnote.ingest.providers import init_chat, normalize_spec
 
+            spec = normalize_spec(model, "chat")
             kwargs: dict[str, Any] = {}
             if base_url:
                 kwargs["base_url"] = base_url
-            if model.split(":", 1)[0] in RETRY_KWARGS_PROVIDERS:
+            if spec.split(":", 1)[0] in RETRY_KWARGS_PROVIDERS:
                 kwargs["timeout"] = timeout_s
                 kwargs["max_retries"] = max_retries
-            _models[key] = init_chat_model(model, **kwargs)
+            _models[key] = init_chat(spec, **kwargs)
         return _models[key]

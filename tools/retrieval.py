@@ -22,7 +22,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
-from footnote.ingest.embeddings import IndexEmbeddings, embeddings_for_index
+from footnote.ingest.embedding_choice import (
+    EmbeddingsSetting,
+    embeddings_for_index,
+    setting_key,
+)
+from footnote.ingest.embeddings import IndexEmbeddings
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens
@@ -44,11 +49,12 @@ class Retriever(Generic[S]):
         self.embeddings = embeddings
 
     @classmethod
-    def open(cls, location: str | Path, embeddings: str = "") -> Retriever[Any]:
-        """Open the live version and its embedding model, refusing a model the index was
-        not built with."""
+    def open(cls, location: str | Path, embeddings: EmbeddingsSetting = "") -> Retriever[Any]:
+        """Open the live version and its embedding model (a name or an `Embeddings` object),
+        refusing a model the index was not built with."""
         reader = open_reader(location)
-        model = embeddings_for_index(embeddings, str(reader.manifest["embedding"]["model"]))
+        built_with = str(reader.manifest["embedding"]["model"])
+        model = embeddings_for_index(embeddings, built_with, str(location))
         check_embeddings(reader.manifest, reader.location, model.model_id, model.dimension)
         return Retriever(reader, model)
 
@@ -197,11 +203,12 @@ CACHED_INDEXES = 4
 """Open indexes kept per process; a new version of one replaces its old one."""
 
 
-def get_retriever(location: str | Path, embeddings: str = "") -> Retriever[Any]:
+def get_retriever(location: str | Path, embeddings: EmbeddingsSetting = "") -> Retriever[Any]:
     """A process-wide retriever per index version, opened once (and off any event loop):
-    a new ingest is picked up on the next call."""
+    a new ingest is picked up on the next call. An `Embeddings` object is cached by identity
+    (the cached retriever holds it)."""
     where = str(location) if is_postgres(location) else str(Path(location).resolve())
-    key = (where, embeddings, current_version(where))
+    key = (where, setting_key(embeddings), current_version(where))
     with _cache_lock:
         if key not in _cache:
             for stale in [k for k in _cache if k[:2] == key[:2]]:

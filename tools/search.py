@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from footnote.ingest.embedding_choice import EmbeddingsSetting
 from footnote.store.types import Caller, Filters, Hit
 from footnote.tools.rerank import Reranker, make_reranker, sentence_reranker
 from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever
@@ -35,7 +36,8 @@ class SearchRequest:
     filters: Filters | None = None
     user_groups: tuple[str, ...] = ("everyone",)
     admin: bool = False
-    embeddings: str = ""
+    embeddings: EmbeddingsSetting = ""
+    """A `provider:model` string or an `Embeddings` object; empty: the index's own model."""
     extra_texts: list[str] = field(default_factory=list)
     """More texts whose embeddings are searched alongside the query (a HyDE passage)."""
     reranker: str = "none"

@@ -1,0 +1,89 @@
+"""What every `footnote` subcommand has: examples in its `--help`, `--debug`, and errors as one
+line with an exit status instead of a traceback.
+
+Exit statuses: 2 for a problem the user fixes by changing the command or the set-up (an index,
+a model string, a missing provider package), 3 for a provider's server that could not be
+reached or failed, 1 for anything unexpected (`--debug` shows its traceback).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+EXAMPLES = {
+    "ingest": """\
+  footnote ingest samples/handbook --index .footnote/handbook
+  footnote ingest docs/ --embeddings openai:text-embedding-3-small   # remembered for search/ask
+  footnote ingest docs/ --default-access engineering --json --quiet""",
+    "search": """\
+  footnote search "How often do I have to change my API key?" --index .footnote/handbook
+  footnote search "key rotation" -k 3 --source 'keys*' --json
+  footnote search "on-call rota" --groups engineering                # plus `everyone`
+  footnote search "on-call rota" --groups engineering --strict-groups # engineering only""",
+    "ask": """\
+  footnote ask "How often do I have to change my API key?" --index .footnote/handbook
+  footnote ask "..." --model openai:gpt-4.1-mini        # or openai/gpt-4.1-mini
+  footnote ask "..." --model openai:smollm2 --base-url http://127.0.0.1:8080/v1
+  footnote ask "..." --json --quiet --reranker sentence""",
+    "serve": """\
+  footnote serve --index .footnote/handbook        # chat page at http://127.0.0.1:2024/ui
+  footnote serve --port 8123 --verbose             # the server's own log on this terminal
+  footnote serve --checkpoint-url postgresql://user@localhost:5432/footnote""",
+    "eval": """\
+  footnote eval tests/fixtures/beir_tiny                     # ships with the repository
+  footnote eval tests/fixtures/beir_tiny --stages bm25 dense --json
+  python benchmarks/build_pyfaq.py && footnote eval benchmarks/data/pyfaq   # needs python3-doc
+  footnote eval tests/fixtures/beir_tiny --answers --quiet""",
+    "feedback": """\
+  footnote feedback export golden/ --index .footnote/handbook   # rated answers as BEIR
+  footnote eval golden/ && footnote eval golden/ --answers       # the team's own gate""",
+}
+"""Examples shown at the end of each subcommand's --help."""
+
+
+def finish(parser: argparse.ArgumentParser) -> None:
+    """Give every subcommand its examples and a `--debug` flag; and `--version` to the
+    command itself."""
+    from footnote import __version__
+
+    parser.add_argument("--version", action="version", version=f"footnote {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks of errors")
+    for action in parser._subparsers._group_actions if parser._subparsers else []:
+        if not isinstance(action, argparse._SubParsersAction):
+            continue
+        for name, sub in action.choices.items():
+            examples = EXAMPLES.get(name)
+            if examples and not sub.epilog:
+                sub.epilog = f"examples:\n{examples}"
+                sub.formatter_class = argparse.RawDescriptionHelpFormatter
+            # SUPPRESS: `footnote --debug ask ...` is not reset by the subcommand's default.
+            sub.add_argument(
+                "--debug",
+                action="store_true",
+                default=argparse.SUPPRESS,
+                help="show tracebacks of errors",
+            )
+
+
+def report(exc: BaseException) -> int:
+    """Print one line for `exc` on stderr and return the exit status."""
+    from footnote.ingest.providers import (
+        ProviderProblem,
+        ProviderUnreachable,
+        describe_unreachable,
+        first_line,
+    )
+    from footnote.store.types import IndexError_
+
+    unreachable = describe_unreachable(exc)
+    if isinstance(exc, ProviderUnreachable):
+        message, status = str(exc), 3
+    elif isinstance(exc, ProviderProblem | IndexError_):
+        message, status = str(exc), 2
+    elif unreachable is not None:
+        message, status = f"a provider failed: {unreachable}", 3
+    else:
+        message, status = f"{type(exc).__name__}: {first_line(exc)} (--debug shows where)", 1
+    print(f"footnote: {' '.join(message.split())}", file=sys.stderr)
+    return status
