@@ -131,6 +131,10 @@ def _describe(event: dict[str, Any]) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "production", False):  # Aegra on PostgreSQL + Redis
+        from footnote.production import cmd_serve_production
+
+        return cmd_serve_production(args)
     import shutil
     import signal
     import subprocess
@@ -297,4 +301,7 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     p.add_argument(
         "--tracing", action="store_true", help="send traces to LangSmith (needs LANGSMITH_API_KEY)"
     )
+    from footnote.production import add_production_options
+
+    add_production_options(p)
     p.set_defaults(func=cmd_serve)

@@ -1,0 +1,120 @@
+"""What Aegra serves for Footnote: the chat page as a FastAPI app, and the answer graph behind
+a factory that re-checks each run's context (named by file path in the config that
+`footnote.production` writes).
+
+Aegra mounts its API on the custom app, so the app decides which meta routes exist: no
+OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/ready` and
+`/live` stay public (load balancers call them; they say nothing about users or data).
+
+The factory is defence in depth: `footnote.aegra_auth` already pins the operator's settings
+when a run is created, but Aegra merges an assistant's stored context under the run's and
+drops in-place edits, so the context that reaches the graph is checked again, in the process
+that runs it, and a run whose context the operator would not allow fails before any node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from langgraph.pregel import Pregel
+from langgraph_sdk.runtime import ServerRuntime
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from footnote import auth as served
+from footnote import webapp
+from footnote.aegra_auth import checked_context
+from footnote.credentials import Unauthenticated
+from footnote.graph.graph import graph as answer_graph
+from footnote.settings import ContextRefused
+
+ADMIN_ONLY = ("/info", "/metrics", "/docs", "/redoc", "/openapi.json")
+"""Aegra's meta routes: they describe the server, so only an admin may read them."""
+
+
+class AdminOnlyMeta:
+    """Refuse `ADMIN_ONLY` paths unless the caller's credentials are an admin's."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and any(
+            path == p or path.startswith(p + "/") for p in ADMIN_ONLY
+        ):
+            status = await asyncio.to_thread(_admin_status, scope)
+            if status != 200:
+                body = b'{"detail":"not available"}'
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": status,
+                        "headers": [(b"content-type", b"application/json")],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def _admin_status(scope: Scope) -> int:
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    try:
+        identity = served.CREDENTIALS.identify(
+            headers.get("authorization"), headers.get("x-api-key")
+        )
+    except Unauthenticated:
+        return 401
+    return 200 if identity.admin and identity.method != "anonymous" else 403
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Errors as the LangGraph API words them (`detail`, which Footnote's page and the SDK
+    read), with Aegra's Agent Protocol fields beside it."""
+    assert isinstance(exc, HTTPException)
+    code = HTTPStatus(exc.status_code)
+    return JSONResponse(
+        {
+            "detail": exc.detail,
+            "error": code.phrase.lower().replace(" ", "_"),
+            "message": str(exc.detail),
+        },
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def ok(request: Request) -> JSONResponse:
+    """Liveness as the dev runtime answers it (`/ok`), and a root that names no version."""
+    return JSONResponse({"ok": True})
+
+
+app = FastAPI(title="Footnote", docs_url=None, redoc_url=None, openapi_url=None)
+app.router.routes.extend(webapp.app.routes)
+app.add_route("/ok", ok)
+app.add_route("/", ok)
+app.add_middleware(AdminOnlyMeta)
+app.add_exception_handler(HTTPException, http_error)
+
+
+def enforce_server_settings(context: Any) -> None:
+    """ContextRefused unless `context` is exactly what the operator allows a served run:
+    every server-owned field present with the operator's value, every other field a valid
+    caller choice. The same rule `footnote.aegra_auth` applies when the run is created."""
+    given = dict(context or {})
+    expected = checked_context(given)
+    wrong = sorted(k for k, v in expected.items() if given.get(k, object()) != v)
+    if wrong:
+        raise ContextRefused(403, f"context field {wrong[0]!r} is set by the server's operator")
+
+
+def make_graph(runtime: ServerRuntime) -> Pregel:
+    """The answer graph; for a run, only after its context passed `enforce_server_settings`."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_server_settings(execution.context)
+    return answer_graph
