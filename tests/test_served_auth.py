@@ -480,21 +480,21 @@ def test_cors_preflight_from_another_origin_is_not_allowed(served: Served) -> No
 # --- the key file while serving -------------------------------------------------------------
 
 
-def test_the_key_file_is_reread_when_it_changes(keys_server: Served) -> None:
-    path: Path = keys_server.team.extra["path"]
+def test_the_key_file_is_reread_when_it_changes(key_file_server: Served) -> None:
+    path: Path = key_file_server.team.extra["path"]
     original = path.read_text()
     try:
         fresh = write_api_keys(path.with_name("next.json"), {"erin": {"groups": ["finance"]}})
         os.replace(path.with_name("next.json"), path)
         erin = get_sync_client(
-            url=keys_server.server.url, headers={"Authorization": f"Bearer {fresh['erin']}"}
+            url=key_file_server.server.url, headers={"Authorization": f"Bearer {fresh['erin']}"}
         )
 
         assert "budget.md" in cited(ask(erin, "What is the travel budget for 2026?"))
-        assert refusal(lambda: keys_server.clients["alice"].threads.search())[0] == 401
+        assert refusal(lambda: key_file_server.clients["alice"].threads.search())[0] == 401
     finally:
         path.write_text(original)
-    assert keys_server.clients["alice"].threads.search() is not None
+    assert key_file_server.clients["alice"].threads.search() is not None
 
 
 def test_a_malformed_key_file_stops_the_server_at_start(
@@ -685,12 +685,12 @@ class Prober:
             assert not leaked("dave", seen), probe
 
 
-def test_nothing_restricted_reaches_a_caller_whatever_it_sends(keys_server: Served) -> None:
+def test_nothing_restricted_reaches_a_caller_whatever_it_sends(key_file_server: Served) -> None:
     """At least 1,000 random (user, question, context override, thread) probes against one
     server: zero restricted text in any answer, citation, message, stream event, state
     snapshot or thread search result; nothing contacts a host of the client's choosing."""
     listener = Listener()
-    prober = Prober(keys_server)
+    prober = Prober(key_file_server)
 
     @settings(
         max_examples=PROBES // BATCH,
@@ -700,7 +700,9 @@ def test_nothing_restricted_reaches_a_caller_whatever_it_sends(keys_server: Serv
     )
     @given(
         batch=st.lists(
-            probes(keys_server, f"http://127.0.0.1:{listener.port}"), min_size=BATCH, max_size=BATCH
+            probes(key_file_server, f"http://127.0.0.1:{listener.port}"),
+            min_size=BATCH,
+            max_size=BATCH,
         )
     )
     def probe_batch(batch: list[Probe]) -> None:
