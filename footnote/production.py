@@ -70,9 +70,13 @@ def production_python(explicit: str = "") -> str:
     candidates.append(str(Path(__file__).resolve().parents[1] / ".venv-prod" / "bin" / "python"))
     for candidate in filter(None, candidates):
         found = shutil.which(candidate) or (candidate if Path(candidate).exists() else "")
-        if found and subprocess.run(
-            [found, "-c", "import aegra_api, footnote"], capture_output=True, check=False
-        ).returncode == 0:
+        if (
+            found
+            and subprocess.run(
+                [found, "-c", "import aegra_api, footnote"], capture_output=True, check=False
+            ).returncode
+            == 0
+        ):
             return found
     raise ProductionError(
         "no Python with aegra-api and footnote installed; create one with Python 3.12: "
@@ -81,12 +85,15 @@ def production_python(explicit: str = "") -> str:
     )
 
 
-def write_config(directory: Path) -> Path:
+AUTH_PATH = "footnote.aegra_auth:auth"
+
+
+def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
     """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module."""
     app_file = _installed_file("footnote.aegra_app")
     data = {
         "graphs": {GRAPH_ID: f"{app_file}:make_graph"},
-        "auth": {"path": "footnote.aegra_auth:auth"},
+        "auth": {"path": auth_path},
         "http": {"app": f"{app_file}:app", "cors": CORS},
     }
     target = directory / "aegra.json"
@@ -180,7 +187,10 @@ def check_refuses(url: str) -> None:
         ("POST", "/assistants/search", {}),
         ("POST", "/threads", {}),
     ):
-        status = httpx.request(method, f"{url}{path}", json=body, timeout=10.0).status_code
+        try:
+            status = httpx.request(method, f"{url}{path}", json=body, timeout=10.0).status_code
+        except httpx.HTTPError as exc:
+            raise ProductionError(f"{method} {path}: {exc}; refusing to serve") from None
         if status not in (401, 403):
             raise ProductionError(
                 f"{method} {path} without credentials answered {status}, not 401: the auth "
@@ -219,8 +229,21 @@ def start_redis(directory: Path) -> LocalRedis:
         )
     port = free_port()
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no",
-         "--dir", str(directory), "--protected-mode", "yes"],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            LOOPBACK,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(directory),
+            "--protected-mode",
+            "yes",
+        ],
         stdout=(directory / "redis.log").open("ab"),
         stderr=subprocess.STDOUT,
     )
@@ -279,6 +302,7 @@ def running_deployment(
     ports: tuple[int, ...] = (),
     extra_env: Mapping[str, str] | None = None,
     inherit_credentials: bool = True,
+    auth_path: str = AUTH_PATH,
 ) -> Iterator[Deployment]:
     """Start `replicas` replicas (and a local PostgreSQL / Redis where no URL is given),
     refuse to yield unless each refuses an unauthenticated probe; stop everything by PID.
@@ -286,10 +310,11 @@ def running_deployment(
     environment are not passed on (tests), only those in `extra_env`."""
     python = production_python(python)
     workdir.mkdir(parents=True, exist_ok=True)
-    config = write_config(workdir)
+    config = write_config(workdir, auth_path)
     with ExitStack() as stack:
         if not database_url:
-            from footnote.local_postgres import start_server, stop_server as stop_pg
+            from footnote.local_postgres import start_server
+            from footnote.local_postgres import stop_server as stop_pg
 
             pg = start_server()
             stack.callback(stop_pg, pg)
