@@ -123,7 +123,10 @@ def replica_environment(
             "DATABASE_URL": database_url,
             "REDIS_URL": redis_url,
             "REDIS_BROKER_ENABLED": "true",
-            "RUN_MIGRATIONS_ON_STARTUP": "true" if migrate else "false",
+            # An operator who migrates out of band (`aegra db upgrade`) sets it to false.
+            "RUN_MIGRATIONS_ON_STARTUP": env.get("RUN_MIGRATIONS_ON_STARTUP", "true")
+            if migrate
+            else "false",
             "HOST": host,
             "PORT": str(port),
             "CRON_ENABLED": "false",
@@ -210,6 +213,23 @@ def start_replica(
             stderr=subprocess.STDOUT,
         )
     return Replica(f"http://{host if host != '0.0.0.0' else LOOPBACK}:{port}", log, process)
+
+
+DRAIN_S = 100.0
+"""How long a stopping replica may take: uvicorn's graceful shutdown (60 s) plus Aegra's
+worker drain (WORKER_DRAIN_TIMEOUT, 30 s); runs still going after that are requeued."""
+
+
+def stop_replica(process: subprocess.Popen[bytes], timeout_s: float = DRAIN_S) -> None:
+    """SIGTERM (the replica finishes its runs), then SIGKILL if it outlives `timeout_s`."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)
 
 
 @dataclass
@@ -338,7 +358,7 @@ def running_deployment(
                 if name not in (extra_env or {}):
                     env.pop(name, None)
         deployment = Deployment([], database_url, redis_url, config, env, python)
-        stack.callback(lambda: [stop_server(r.process) for r in deployment.replicas])
+        stack.callback(lambda: [stop_replica(r.process) for r in deployment.replicas])
         for number in range(replicas):
             port = ports[number] if number < len(ports) else free_port(host)
             log = workdir / f"replica-{number + 1}.log"
