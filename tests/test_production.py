@@ -22,7 +22,6 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.ingest.pipeline import ingest
-from footnote.server import log_tail
 from footnote.production import (
     Deployment,
     ProductionError,
@@ -31,6 +30,7 @@ from footnote.production import (
     running_deployment,
     write_config,
 )
+from footnote.server import log_tail
 from tests.served import HANDBOOK, PUBLIC_QUESTION, Team, api_key_team
 from tests.stub_openai import Reply, StubOpenAI, structured, text, tool_call, tool_names
 from tests.test_providers import numbered_sources
@@ -166,6 +166,7 @@ def test_a_killed_replicas_run_completes_on_another(
     while len(model.chat_requests) <= asked:  # mid-run: the model has been asked
         pause.wait(0.05)
     os.kill(victim.process.pid, signal.SIGKILL)
+    killed_at = time.monotonic()
     victim.process.wait(timeout=10)
     survivor = live(deployment)[0]
 
@@ -176,7 +177,8 @@ def test_a_killed_replicas_run_completes_on_another(
         if status in ("success", "error"):
             break
         pause.wait(1.0)
-    assert status == "success", status
+    assert status == "success", (status, logs(deployment))
+    print(f"run taken over and finished {time.monotonic() - killed_at:.1f} s after kill -9")
     assert_answered(client(survivor, team).threads.get_state(thread))
     deployment.add_replica(tmp_path / "replacement.log")  # two again for the next test
 
@@ -184,7 +186,8 @@ def test_a_killed_replicas_run_completes_on_another(
 def test_sigterm_drains_the_run_in_progress(
     deployment: Deployment, team: Team, model: StubOpenAI
 ) -> None:
-    """SIGTERM: the replica finishes the run it holds, then exits cleanly."""
+    """SIGTERM: the replica stops taking work, finishes the run it holds (or hands it back
+    for another replica), shuts down cleanly, and the run succeeds with its thread whole."""
     entry = live(deployment)[0]
     thread = client(entry, team).threads.create()["thread_id"]
     asked = len(model.chat_requests)
@@ -195,7 +198,9 @@ def test_sigterm_drains_the_run_in_progress(
         pause.wait(0.05)
     stopping.process.send_signal(signal.SIGTERM)
 
-    assert stopping.process.wait(timeout=90) == 0, stopping.log.read_text()[-3000:]
+    # uvicorn shuts down gracefully, then re-raises the signal it caught.
+    assert stopping.process.wait(timeout=120) in (0, -signal.SIGTERM), log_tail(stopping.log)
+    assert "Application shutdown complete" in log_tail(stopping.log, 400)
     other = live(deployment)[0]
     final = client(other, team).runs.get(thread, run["run_id"])
     assert final["status"] == "success", final
