@@ -22,16 +22,15 @@ from typing import Any
 
 from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
-from langgraph.pregel import Pregel
+from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from footnote import auth as served
 from footnote import webapp
-from footnote.aegra_auth import checked_context
+from footnote.aegra_auth import enforce_server_settings
 from footnote.credentials import Identity, Unauthenticated
 from footnote.graph.graph import graph as answer_graph
-from footnote.settings import ContextRefused
 
 ADMIN_ONLY = ("/info", "/metrics", "/docs", "/redoc", "/openapi.json")
 """Aegra's meta routes: they describe the server, so only an admin may read them."""
@@ -153,18 +152,7 @@ app.add_middleware(OwnThreadsOnly)
 app.add_exception_handler(HTTPException, http_error)
 
 
-def enforce_server_settings(context: Any) -> None:
-    """ContextRefused unless `context` is exactly what the operator allows a served run:
-    every server-owned field present with the operator's value, every other field a valid
-    caller choice. The same rule `footnote.aegra_auth` applies when the run is created."""
-    given = dict(context or {})
-    expected = checked_context(given)
-    wrong = sorted(k for k, v in expected.items() if given.get(k, object()) != v)
-    if wrong:
-        raise ContextRefused(403, f"context field {wrong[0]!r} is set by the server's operator")
-
-
-def make_graph(runtime: ServerRuntime) -> Pregel:
+def make_graph(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
     """The answer graph; for a run, only after its context passed `enforce_server_settings`."""
     execution = runtime.execution_runtime
     if execution is not None:

@@ -82,6 +82,18 @@ def checked_context(requested: Any) -> dict[str, Any]:
     return context
 
 
+def enforce_server_settings(context: Any) -> None:
+    """ContextRefused unless `context` is exactly what the operator allows a served run:
+    every server-owned field present with the operator's value, every other field a valid
+    caller choice: what `create_run` returns, checked again by the graph factory
+    (`footnote.aegra_app.make_graph`) in the process that runs the graph."""
+    given = dict(context or {})
+    expected = checked_context(given)
+    wrong = sorted(k for k, v in expected.items() if given.get(k, object()) != v)
+    if wrong:
+        raise ContextRefused(403, f"context field {wrong[0]!r} is set by the server's operator")
+
+
 def _claim_metadata(value: Mapping[str, Any], mine: dict[str, str]) -> dict[str, Any]:
     """The request's metadata with the caller's ownership; 403 if it names another."""
     metadata = dict(value.get("metadata") or {})
@@ -101,28 +113,20 @@ async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
     )
 
 
-@auth.on.threads.create
 async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     return {"metadata": _claim_metadata(value, owned(ctx))}
 
 
-@auth.on.threads.read
 async def read_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     """Threads, their state, history and streams: the caller's own, while its access holds."""
     return {"metadata": owned(ctx)}
 
 
-auth.on.threads.search(read_threads)
-auth.on.threads.delete(read_threads)
-
-
-@auth.on.threads.update
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Metadata edits on one's own thread (Aegra checks ownership); owner and scope fixed."""
     _claim_metadata(value, owned(ctx))
 
 
-@auth.on.threads.create_run
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     """A run with the operator's settings pinned and the caller's choices validated."""
     mine = owned(ctx)
@@ -132,14 +136,13 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     if not isinstance(configurable, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run config")
     try:
-        served.SETTINGS.check({k: v for k, v in configurable.items() if k not in _RUN_KEYS})
+        checked_context({k: v for k, v in configurable.items() if k not in _RUN_KEYS})
         context = checked_context(value.get("context"))
     except ContextRefused as exc:
         raise _refuse(exc) from None
     return {"context": context}
 
 
-@auth.on.assistants.create
 async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     """An assistant may carry a caller's retrieval choices, never server-owned settings."""
     mine = owned(ctx)
@@ -159,14 +162,19 @@ async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, 
     return mine
 
 
-auth.on.assistants.update(write_assistant)
-
-
-@auth.on.assistants.read
 async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
     """Aegra serves a caller its own assistants and the server's (`user_id` system) only."""
     owned(ctx)
 
 
+auth.on.threads.create(create_thread)
+auth.on.threads.read(read_threads)
+auth.on.threads.search(read_threads)
+auth.on.threads.delete(read_threads)
+auth.on.threads.update(update_thread)
+auth.on.threads.create_run(create_run)
+auth.on.assistants.create(write_assistant)
+auth.on.assistants.update(write_assistant)
+auth.on.assistants.read(read_assistants)
 auth.on.assistants.search(read_assistants)
 auth.on.assistants.delete(read_assistants)

@@ -185,13 +185,14 @@ def check_refuses(url: str) -> None:
     when the auth module cannot be loaded)."""
     import httpx
 
-    for method, path, body in (
-        ("POST", "/threads/search", {}),
-        ("POST", "/assistants/search", {}),
-        ("POST", "/threads", {}),
-    ):
+    probes: tuple[tuple[str, str], ...] = (
+        ("POST", "/threads/search"),
+        ("POST", "/assistants/search"),
+        ("POST", "/threads"),
+    )
+    for method, path in probes:
         try:
-            status = httpx.request(method, f"{url}{path}", json=body, timeout=10.0).status_code
+            status = httpx.request(method, f"{url}{path}", json={}, timeout=10.0).status_code
         except httpx.HTTPError as exc:
             raise ProductionError(f"{method} {path}: {exc}; refusing to serve") from None
         if status not in (401, 403):
@@ -296,6 +297,11 @@ class Deployment:
     """The environment the replicas were started with (less host, port, migrations)."""
     python: str = ""
 
+    def stop(self) -> None:
+        """Stop every replica (SIGTERM, each drains its runs)."""
+        for replica in self.replicas:
+            stop_replica(replica.process)
+
     def add_replica(self, log: Path, host: str = LOOPBACK, port: int = 0) -> Replica:
         """Start one more replica (no migrations: the first one ran them)."""
         port = port or free_port(host)
@@ -358,7 +364,7 @@ def running_deployment(
                 if name not in (extra_env or {}):
                     env.pop(name, None)
         deployment = Deployment([], database_url, redis_url, config, env, python)
-        stack.callback(lambda: [stop_replica(r.process) for r in deployment.replicas])
+        stack.callback(deployment.stop)
         for number in range(replicas):
             port = ports[number] if number < len(ports) else free_port(host)
             log = workdir / f"replica-{number + 1}.log"
