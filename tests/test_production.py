@@ -232,3 +232,21 @@ def test_a_replica_whose_auth_did_not_load_is_not_served(
     ):
         pytest.fail("a replica without working auth was put in service")
     assert auth_path in write_config(tmp_path, auth_path).read_text()
+
+
+def test_only_documented_routes_answer_without_credentials(
+    deployment: Deployment, team: Team
+) -> None:
+    """Readiness and the chat page are public; Aegra's meta routes are an admin's; the rest
+    needs credentials."""
+    import httpx
+
+    url = live(deployment)[0].url
+    for path in ("/health", "/ready", "/live", "/ok", "/", "/ui", "/ui/config.json"):
+        assert httpx.get(url + path).status_code == 200, path
+    for path in ("/info", "/docs", "/redoc", "/openapi.json", "/metrics"):
+        assert httpx.get(url + path).status_code == 401, path
+        assert httpx.get(url + path, headers=team.headers("alice")).status_code == 403, path
+    admin = httpx.get(url + "/info", headers=team.headers("root"))
+    assert admin.status_code == 200, admin.text
+    assert "version" not in httpx.get(url + "/").text
