@@ -24,7 +24,7 @@ from fastapi import FastAPI, HTTPException, Request
 from fastapi.responses import JSONResponse
 from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from footnote import auth as served
 from footnote import webapp
@@ -81,7 +81,9 @@ class OwnThreadsOnly:
 
     Aegra scopes most thread routes by owner itself, but not all (listing a thread's runs
     answers `[]` to anyone), and none by Footnote's access scope: this is the one check all
-    of them pass. A thread id nobody owns goes through (a run may create it).
+    of them pass. A thread id nobody owns goes through; when a run asks to create it
+    (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
+    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -89,19 +91,65 @@ class OwnThreadsOnly:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         found = _THREAD_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
-        if found is not None:
-            caller = await asyncio.to_thread(_caller, scope)
-            if caller is not None and not await _may_use_thread(found.group(1), caller):
-                await _refuse(send, 404, f"Thread '{found.group(1)}' not found")
-                return
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        thread_id = found.group(1)
+        caller = await asyncio.to_thread(_caller, scope)
+        if caller is None:  # Aegra answers 401
+            await self.app(scope, receive, send)
+            return
+        owner = await _thread_owner(thread_id)
+        if owner is not None and owner != _ownership(caller):
+            await _refuse(send, 404, f"Thread '{thread_id}' not found")
+            return
+        if owner is None and scope["method"] == "POST" and _RUN_PATH.match(scope["path"]):
+            body, receive = await _buffered(receive)
+            try:
+                wanted = json.loads(body or b"{}").get("if_not_exists") == "create"
+            except (ValueError, AttributeError):
+                wanted = False
+            if wanted:
+                await _create_thread(thread_id, caller)
         await self.app(scope, receive, send)
+
+
+_RUN_PATH = re.compile(r"^/threads/[^/]+/runs(?:/wait|/stream)?/?$")
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """The request body, and a `receive` that hands the same body on downstream."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
 
 
 _THREAD_PATH = re.compile(r"^/threads/(?!(?:search|prune|count)(?:/|$))([^/]+)(?:/|$)")
 """A path naming one thread (any text: Aegra's thread ids are a text column)."""
 
 
-async def _may_use_thread(thread_id: str, caller: Identity) -> bool:
+def _ownership(caller: Identity) -> tuple[str, str, str]:
+    """(user_id, owner, scope) as a thread of this caller's must carry them now."""
+    user = caller.as_user()
+    return (user["identity"], user["identity"], user["scope"])
+
+
+async def _thread_owner(thread_id: str) -> tuple[str, str, str] | None:
+    """The thread's (user_id, owner, scope); None if no such thread exists."""
     from aegra_api.core.orm import Thread, get_session_maker
     from sqlalchemy import select
 
@@ -112,14 +160,29 @@ async def _may_use_thread(thread_id: str, caller: Identity) -> bool:
             )
         ).first()
     if row is None:
-        return True
-    user = caller.as_user()
+        return None
     metadata = row.metadata_json or {}
     return (
-        row.user_id == user["identity"]
-        and metadata.get(served.OWNER) == user["identity"]
-        and metadata.get(served.SCOPE) == user["scope"]
+        row.user_id,
+        str(metadata.get(served.OWNER, "")),
+        str(metadata.get(served.SCOPE, "")),
     )
+
+
+async def _create_thread(thread_id: str, caller: Identity) -> None:
+    """The thread a run asked to create, made as `POST /threads` would make it."""
+    from aegra_api.core.orm import Thread, get_session_maker
+    from sqlalchemy.dialects.postgresql import insert
+
+    user_id, owner, scope = _ownership(caller)
+    metadata = {served.OWNER: owner, served.SCOPE: scope, "thread_name": ""}
+    async with get_session_maker()() as session:
+        await session.execute(
+            insert(Thread)
+            .values(thread_id=thread_id, status="idle", metadata_json=metadata, user_id=user_id)
+            .on_conflict_do_nothing(index_elements=["thread_id"])
+        )
+        await session.commit()
 
 
 async def http_error(request: Request, exc: Exception) -> JSONResponse:

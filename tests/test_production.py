@@ -250,3 +250,22 @@ def test_only_documented_routes_answer_without_credentials(
     admin = httpx.get(url + "/info", headers=team.headers("root"))
     assert admin.status_code == 200, admin.text
     assert "version" not in httpx.get(url + "/").text
+
+
+def test_a_thread_a_run_creates_belongs_to_its_caller(deployment: Deployment, team: Team) -> None:
+    """`if_not_exists: "create"`: the new thread is the caller's (owner and scope), readable
+    by them from any replica and by nobody else."""
+    import uuid
+
+    replicas = live(deployment)
+    thread = str(uuid.uuid4())
+    output = client(replicas[0], team).runs.wait(
+        thread, GRAPH_ID, input=question(), if_not_exists="create"
+    )
+
+    assert "keys.md" in {c["source"] for c in output.get("citations", [])}, output
+    assert_answered(client(replicas[-1], team).threads.get_state(thread))
+    with pytest.raises(Exception) as refused:
+        client(replicas[-1], team, "bob").threads.get_state(thread)
+    assert getattr(refused.value, "response", None) is not None
+    assert refused.value.response.status_code == 404  # type: ignore[attr-defined]
