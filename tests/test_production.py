@@ -30,7 +30,7 @@ from footnote.production import (
     running_deployment,
     write_config,
 )
-from footnote.server import log_tail
+from footnote.server import free_port, log_tail
 from tests.served import HANDBOOK, PUBLIC_QUESTION, Team, api_key_team
 from tests.stub_openai import Reply, StubOpenAI, structured, text, tool_call, tool_names
 from tests.test_providers import numbered_sources
@@ -269,3 +269,52 @@ def test_a_thread_a_run_creates_belongs_to_its_caller(deployment: Deployment, te
         client(replicas[-1], team, "bob").threads.get_state(thread)
     assert getattr(refused.value, "response", None) is not None
     assert refused.value.response.status_code == 404  # type: ignore[attr-defined]
+
+
+def test_footnote_serve_production_starts_a_trial_and_stops_it(tmp_path: Path, team: Team) -> None:
+    """The command itself: with no URLs it starts a local PostgreSQL and Redis and a replica,
+    prints where it serves, answers, and on SIGTERM stops all of them."""
+    import subprocess
+
+    import httpx
+
+    from tests.conftest import footnote_command
+
+    port = free_port()
+    env = {**os.environ, **team.env, "TOKENIZERS_PARALLELISM": "false"}
+    for name in ("DATABASE_URL", "REDIS_URL"):
+        env.pop(name, None)
+    log = tmp_path / "serve.log"
+    with log.open("wb") as sink:
+        process = subprocess.Popen(
+            [*footnote_command(), "serve", "--production", "--index", str(HANDBOOK),
+             "--port", str(port)],
+            env=env,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        pause = threading.Event()
+        deadline = time.monotonic() + 240
+        while "Chat page:" not in log.read_text() and time.monotonic() < deadline:
+            assert process.poll() is None, log.read_text()
+            pause.wait(0.5)
+        printed = log.read_text()
+        assert f"http://127.0.0.1:{port}" in printed, printed
+        url = f"http://127.0.0.1:{port}"
+        assert httpx.get(url + "/ready").status_code == 200
+        assert httpx.post(url + "/threads", json={}).status_code == 401
+        assert httpx.post(url + "/threads", json={}, headers=team.headers("alice")).is_success
+        children = subprocess.run(
+            ["pgrep", "-P", str(process.pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        assert children, "the replica and redis-server run as the command's children"
+    finally:
+        process.send_signal(signal.SIGTERM)
+        status = process.wait(timeout=150)
+    assert status in (0, 143), log.read_text()
+    for child in children:
+        assert (
+            not Path(f"/proc/{child}").exists()
+            or "zombie" in Path(f"/proc/{child}/status").read_text()
+        ), child
