@@ -5,6 +5,8 @@ a factory that re-checks each run's context (named by file path in the config th
 Aegra mounts its API on the custom app, so the app decides which meta routes exist: no
 OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/ready` and
 `/live` stay public (load balancers call them; they say nothing about users or data).
+In front of Aegra's thread routes, one check that the thread is the caller's and was written
+under the access the caller still has (`OwnThreadsOnly`).
 
 The factory is defence in depth: `footnote.aegra_auth` already pins the operator's settings
 when a run is created, but Aegra merges an assistant's stored context under the run's and

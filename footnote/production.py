@@ -23,6 +23,7 @@ import importlib.util
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
@@ -46,8 +47,6 @@ from footnote.server import (
 
 PRODUCTION_PYTHON_ENV = "FOOTNOTE_PRODUCTION_PYTHON"
 GRAPH_ID = "footnote"
-PUBLIC_PATHS = ("/", "/ok", "/health", "/ready", "/live", "/ui", "/ui/", "/ui/config.json")
-"""What answers without credentials: readiness for load balancers, and the chat page."""
 RECOVERY_DEFAULTS = {
     # How fast a dead replica's run is taken over: its lease must lapse, then the reaper
     # (every REAPER_INTERVAL_SECONDS) requeues it. Aegra's defaults (30/10/15) recover in
@@ -237,7 +236,6 @@ def stop_replica(process: subprocess.Popen[bytes], timeout_s: float = DRAIN_S) -
 class LocalRedis:
     url: str
     process: subprocess.Popen[bytes]
-    directory: Path
 
 
 def start_redis(directory: Path) -> LocalRedis:
@@ -249,28 +247,14 @@ def start_redis(directory: Path) -> LocalRedis:
             "pass --redis-url"
         )
     port = free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            LOOPBACK,
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--dir",
-            str(directory),
-            "--protected-mode",
-            "yes",
-        ],
-        stdout=(directory / "redis.log").open("ab"),
-        stderr=subprocess.STDOUT,
-    )
+    options = ["--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
+    with (directory / "redis.log").open("ab") as sink:
+        process = subprocess.Popen(
+            [binary, *options, "--dir", str(directory), "--protected-mode", "yes"],
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     deadline = time.monotonic() + 30
-    import socket
-
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise ProductionError(f"redis-server exited:\n{log_tail(directory / 'redis.log')}")
@@ -278,7 +262,7 @@ def start_redis(directory: Path) -> LocalRedis:
             with socket.create_connection((LOOPBACK, port), timeout=1) as sock:
                 sock.sendall(b"PING\r\n")
                 if sock.recv(16).startswith(b"+PONG"):
-                    return LocalRedis(f"redis://{LOOPBACK}:{port}/0", process, directory)
+                    return LocalRedis(f"redis://{LOOPBACK}:{port}/0", process)
         except OSError:
             time.sleep(0.1)
     stop_server(process)
