@@ -133,6 +133,10 @@ def _describe(event: dict[str, Any]) -> str:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    if getattr(args, "production", False):  # Aegra on PostgreSQL + Redis
+        from footnote.production import cmd_serve_production
+
+        return cmd_serve_production(args)
     import shutil
     import signal
     import subprocess
@@ -332,4 +336,7 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         help="the server's log (default: serve-PORT.log in ~/.local/state/footnote, or "
         "$FOOTNOTE_STATE_DIR)",
     )
+    from footnote.production import add_production_options
+
+    add_production_options(p)
     p.set_defaults(func=cmd_serve)

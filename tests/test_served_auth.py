@@ -2,7 +2,9 @@
 only on its credentials (API keys or JWT), never on what it sends.
 
 Each check runs against two servers over the same corpus (the handbook plus hr-, finance- and
-admin-only documents): one naming users with an API-key file, one with signed JWTs.
+admin-only documents): one naming users with an API-key file, one with signed JWTs; and each
+of those in both modes: the dev runtime (`footnote serve`) and production (`footnote serve
+--production`: Aegra on PostgreSQL + Redis, `footnote.production`).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.credentials import hash_key, write_api_keys
 from footnote.ingest.pipeline import ingest
+from footnote.production import Deployment, ProductionError, Replica, running_deployment
 from footnote.server import RunningServer, ServerFailed, running_server
 from tests.served import (
     GRAPH_ID,
@@ -53,7 +56,7 @@ PROVIDER_KEY = "sk-footnote-test-provider-key-never-sent"
 class Served:
     """A running server, the team it knows, and a client per user."""
 
-    server: RunningServer
+    server: RunningServer | Replica
     team: Team
     clients: dict[str, SyncLangGraphClient]
     index: Path
@@ -74,16 +77,28 @@ def indexes(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     return built[0], built[1]
 
 
-def serve(team: Team, indexes: tuple[Path, Path], log: Path, **extra_env: str) -> Iterator[Served]:
+def serve(
+    team: Team, indexes: tuple[Path, Path], log: Path, production: bool = False, **extra_env: str
+) -> Iterator[Served]:
     index, trap = indexes
     env = {**team.env, "OPENAI_API_KEY": PROVIDER_KEY, **extra_env}
     try:
-        with running_server(index_dir=str(index), log=log, extra_env=env) as server:
+        with (
+            running_deployment(
+                index_dir=str(index),
+                workdir=log.parent / "production",
+                extra_env=env,
+                inherit_credentials=False,
+            )
+            if production
+            else running_server(index_dir=str(index), log=log, extra_env=env)
+        ) as running:
+            server = running.replicas[0] if isinstance(running, Deployment) else running
             clients = {
                 user: get_sync_client(url=server.url, headers=team.headers(user)) for user in USERS
             }
             yield Served(server, team, clients, index, trap)
-    except ServerFailed as exc:
+    except (ServerFailed, ProductionError) as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
@@ -103,8 +118,33 @@ def jwt_server(
     yield from serve(jwt_team(directory), indexes, directory / "server.log")
 
 
-@pytest.fixture(scope="module", params=["keys_server", "jwt_server"])
+@pytest.fixture(scope="module")
+def production_keys_server(
+    indexes: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    directory = tmp_path_factory.mktemp("production-keys")
+    yield from serve(api_key_team(directory), indexes, directory / "server.log", production=True)
+
+
+@pytest.fixture(scope="module")
+def production_jwt_server(
+    indexes: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    directory = tmp_path_factory.mktemp("production-jwt")
+    yield from serve(jwt_team(directory), indexes, directory / "server.log", production=True)
+
+
+@pytest.fixture(
+    scope="module",
+    params=["keys_server", "jwt_server", "production_keys_server", "production_jwt_server"],
+)
 def served(request: pytest.FixtureRequest) -> Served:
+    return request.getfixturevalue(request.param)
+
+
+@pytest.fixture(scope="module", params=["keys_server", "production_keys_server"])
+def key_file_server(request: pytest.FixtureRequest) -> Served:
+    """A server whose users come from an API-key file, in each mode."""
     return request.getfixturevalue(request.param)
 
 
@@ -440,21 +480,21 @@ def test_cors_preflight_from_another_origin_is_not_allowed(served: Served) -> No
 # --- the key file while serving -------------------------------------------------------------
 
 
-def test_the_key_file_is_reread_when_it_changes(keys_server: Served) -> None:
-    path: Path = keys_server.team.extra["path"]
+def test_the_key_file_is_reread_when_it_changes(key_file_server: Served) -> None:
+    path: Path = key_file_server.team.extra["path"]
     original = path.read_text()
     try:
         fresh = write_api_keys(path.with_name("next.json"), {"erin": {"groups": ["finance"]}})
         os.replace(path.with_name("next.json"), path)
         erin = get_sync_client(
-            url=keys_server.server.url, headers={"Authorization": f"Bearer {fresh['erin']}"}
+            url=key_file_server.server.url, headers={"Authorization": f"Bearer {fresh['erin']}"}
         )
 
         assert "budget.md" in cited(ask(erin, "What is the travel budget for 2026?"))
-        assert refusal(lambda: keys_server.clients["alice"].threads.search())[0] == 401
+        assert refusal(lambda: key_file_server.clients["alice"].threads.search())[0] == 401
     finally:
         path.write_text(original)
-    assert keys_server.clients["alice"].threads.search() is not None
+    assert key_file_server.clients["alice"].threads.search() is not None
 
 
 def test_a_malformed_key_file_stops_the_server_at_start(
@@ -645,12 +685,12 @@ class Prober:
             assert not leaked("dave", seen), probe
 
 
-def test_nothing_restricted_reaches_a_caller_whatever_it_sends(keys_server: Served) -> None:
+def test_nothing_restricted_reaches_a_caller_whatever_it_sends(key_file_server: Served) -> None:
     """At least 1,000 random (user, question, context override, thread) probes against one
     server: zero restricted text in any answer, citation, message, stream event, state
     snapshot or thread search result; nothing contacts a host of the client's choosing."""
     listener = Listener()
-    prober = Prober(keys_server)
+    prober = Prober(key_file_server)
 
     @settings(
         max_examples=PROBES // BATCH,
@@ -660,7 +700,9 @@ def test_nothing_restricted_reaches_a_caller_whatever_it_sends(keys_server: Serv
     )
     @given(
         batch=st.lists(
-            probes(keys_server, f"http://127.0.0.1:{listener.port}"), min_size=BATCH, max_size=BATCH
+            probes(key_file_server, f"http://127.0.0.1:{listener.port}"),
+            min_size=BATCH,
+            max_size=BATCH,
         )
     )
     def probe_batch(batch: list[Probe]) -> None:

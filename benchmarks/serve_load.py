@@ -1,0 +1,180 @@
+"""Load on the production server: N signed-in users (mixed groups) asking the handbook's
+questions for a fixed time, against 1 and then 2 Aegra replicas sharing PostgreSQL + Redis.
+
+    python benchmarks/serve_load.py [--users 8] [--seconds 60] [--replicas 1,2] [--json]
+
+Each user has an API key (the team of tests/served.py: engineering, hr, finance+hr, no
+groups, admin) and loops: a new thread, one question (the handbook's, or a restricted
+document's), wait for the answer. Requests go round robin over the replicas, as a load
+balancer would send them. Reported per replica count: answered requests per second, p50 / p95
+latency, errors (anything but an answer), and leaks (a restricted document's marker in the
+answer of a user outside its group). Offline graph, no model: the figures are the server's
+and the retrieval's, not an LLM's. Replicas, PostgreSQL and Redis run on this machine, so on a
+small machine more replicas share the same cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+HANDBOOK_QUESTIONS = (
+    "How often do I have to change my API key?",
+    "How many days of holiday do I get?",
+    "How do I claim travel expenses?",
+    "How do I connect to the VPN?",
+    "What do I do on my first day?",
+)
+
+
+@dataclass
+class Tally:
+    latencies: list[float] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    leaks: list[tuple[str, list[str]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def user_loop(
+    user: str, urls: list[str], headers: dict[str, str], until: float, tally: Tally, start: int
+) -> None:
+    from langgraph_sdk import get_sync_client
+
+    from tests.served import RESTRICTED, leaked
+
+    questions = list(HANDBOOK_QUESTIONS) + [q for d in RESTRICTED for q in d.questions]
+    clients = [get_sync_client(url=url, headers=headers, timeout=120) for url in urls]
+    for n in itertools.count(start):
+        if time.monotonic() >= until:
+            return
+        client = clients[n % len(clients)]
+        question = questions[n % len(questions)]
+        began = time.perf_counter()
+        try:
+            thread = client.threads.create()["thread_id"]
+            output: Any = client.runs.wait(
+                thread,
+                "footnote",
+                input={"messages": [{"role": "user", "content": question}]},
+            )
+            ok = isinstance(output, dict) and "__error__" not in output and output.get("messages")
+            error = "" if ok else f"no answer: {str(output)[:200]}"
+        except Exception as exc:  # noqa: BLE001 - every failure is counted, none stops the run
+            output, error = None, f"{type(exc).__name__}: {str(exc)[:200]}"
+        elapsed = time.perf_counter() - began
+        found = leaked(user, output) if output is not None else []
+        with tally.lock:
+            if error:
+                tally.errors.append(error)
+            else:
+                tally.latencies.append(elapsed)
+            if found:
+                tally.leaks.append((user, found))
+
+
+def measure(
+    index: Path, team: Any, replicas: int, users: int, seconds: float, workdir: Path
+) -> dict[str, Any]:
+    from footnote.production import running_deployment
+    from tests.served import USERS
+
+    with running_deployment(
+        index_dir=str(index),
+        workdir=workdir,
+        replicas=replicas,
+        extra_env=team.env,
+        inherit_credentials=False,
+    ) as deployment:
+        urls = [r.url for r in deployment.replicas]
+        names = list(USERS)
+        tally = Tally()
+        until = time.monotonic() + seconds
+        began = time.monotonic()
+        threads = [
+            threading.Thread(
+                target=user_loop,
+                args=(
+                    names[i % len(names)],
+                    urls,
+                    team.headers(names[i % len(names)]),
+                    until,
+                    tally,
+                    i,
+                ),
+            )
+            for i in range(users)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.monotonic() - began
+    latencies = sorted(tally.latencies)
+    return {
+        "replicas": replicas,
+        "users": users,
+        "seconds": round(wall, 1),
+        "answered": len(latencies),
+        "per_second": round(len(latencies) / wall, 2),
+        "p50_s": round(statistics.median(latencies), 2) if latencies else None,
+        "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2) if latencies else None,
+        "errors": len(tally.errors),
+        "leaks": len(tally.leaks),
+        "first_errors": tally.errors[:3],
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--users", type=int, default=8)
+    parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--replicas", default="1,2", help="comma-separated replica counts")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+
+    from footnote.ingest.pipeline import ingest
+    from tests.served import api_key_team, build_corpus
+
+    with tempfile.TemporaryDirectory(prefix="serve-load-") as scratch:
+        root = Path(scratch)
+        index = root / "index"
+        summary = ingest([build_corpus(root)], index)
+        assert not summary.failed, summary.failed
+        team = api_key_team(root)
+        rows = [
+            measure(index, team, int(k), args.users, args.seconds, root / f"run-{k}")
+            for k in args.replicas.split(",")
+        ]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(
+            "| replicas | users | seconds | answered | per second | p50 s | p95 s "
+            "| errors | leaks |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        for r in rows:
+            print(
+                f"| {r['replicas']} | {r['users']} | {r['seconds']} | {r['answered']} | "
+                f"{r['per_second']} | {r['p50_s']} | {r['p95_s']} | {r['errors']} | {r['leaks']} |"
+            )
+        for r in rows:
+            for error in r["first_errors"]:
+                print(f"  {r['replicas']} replica(s): {error}")
+    return 0 if all(r["errors"] == 0 and r["leaks"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

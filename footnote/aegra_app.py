@@ -1,0 +1,225 @@
+"""What Aegra serves for Footnote: the chat page as a FastAPI app, and the answer graph behind
+a factory that re-checks each run's context (named by file path in the config that
+`footnote.production` writes).
+
+Aegra mounts its API on the custom app, so the app decides which meta routes exist: no
+OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/ready` and
+`/live` stay public (load balancers call them; they say nothing about users or data).
+In front of Aegra's thread routes, one check that the thread is the caller's and was written
+under the access the caller still has (`OwnThreadsOnly`).
+
+The factory is defence in depth: `footnote.aegra_auth` already pins the operator's settings
+when a run is created, but Aegra merges an assistant's stored context under the run's and
+drops in-place edits, so the context that reaches the graph is checked again, in the process
+that runs it, and a run whose context the operator would not allow fails before any node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, HTTPException, Request
+from fastapi.responses import JSONResponse
+from langgraph.graph.state import CompiledStateGraph
+from langgraph_sdk.runtime import ServerRuntime
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from footnote import auth as served
+from footnote import webapp
+from footnote.aegra_auth import enforce_server_settings
+from footnote.credentials import Identity, Unauthenticated
+from footnote.graph.graph import graph as answer_graph
+
+ADMIN_ONLY = ("/info", "/metrics", "/docs", "/redoc", "/openapi.json")
+"""Aegra's meta routes: they describe the server, so only an admin may read them."""
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _caller(scope: Scope) -> Identity | None:
+    """Who the request's credentials name; None when they name nobody (Aegra answers 401)."""
+    headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+    try:
+        return served.CREDENTIALS.identify(headers.get("authorization"), headers.get("x-api-key"))
+    except Unauthenticated:
+        return None
+
+
+class AdminOnlyMeta:
+    """Refuse `ADMIN_ONLY` paths unless the caller's credentials are an admin's."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if scope["type"] == "http" and any(
+            path == p or path.startswith(p + "/") for p in ADMIN_ONLY
+        ):
+            caller = await asyncio.to_thread(_caller, scope)
+            if caller is None or not caller.admin or caller.method == "anonymous":
+                await _refuse(send, 401 if caller is None else 403, "not available")
+                return
+        await self.app(scope, receive, send)
+
+
+class OwnThreadsOnly:
+    """Every `/threads/{id}...` route answers 404 unless the thread is the caller's and was
+    written under the access the caller still has.
+
+    Aegra scopes most thread routes by owner itself, but not all (listing a thread's runs
+    answers `[]` to anyone), and none by Footnote's access scope: this is the one check all
+    of them pass. A thread id nobody owns goes through; when a run asks to create it
+    (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
+    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner).
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        found = _THREAD_PATH.match(scope.get("path", "")) if scope["type"] == "http" else None
+        if found is None:
+            await self.app(scope, receive, send)
+            return
+        thread_id = found.group(1)
+        caller = await asyncio.to_thread(_caller, scope)
+        if caller is None:  # Aegra answers 401
+            await self.app(scope, receive, send)
+            return
+        owner = await _thread_owner(thread_id)
+        if owner is not None and owner != _ownership(caller):
+            await _refuse(send, 404, f"Thread '{thread_id}' not found")
+            return
+        if owner is None and scope["method"] == "POST" and _RUN_PATH.match(scope["path"]):
+            body, receive = await _buffered(receive)
+            try:
+                wanted = json.loads(body or b"{}").get("if_not_exists") == "create"
+            except (ValueError, AttributeError):
+                wanted = False
+            if wanted:
+                await _create_thread(thread_id, caller)
+        await self.app(scope, receive, send)
+
+
+_RUN_PATH = re.compile(r"^/threads/[^/]+/runs(?:/wait|/stream)?/?$")
+
+
+async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
+    """The request body, and a `receive` that hands the same body on downstream."""
+    chunks: list[bytes] = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            break
+    body = b"".join(chunks)
+    sent = False
+
+    async def replay() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await receive()
+
+    return body, replay
+
+
+_THREAD_PATH = re.compile(r"^/threads/(?!(?:search|prune|count)(?:/|$))([^/]+)(?:/|$)")
+"""A path naming one thread (any text: Aegra's thread ids are a text column)."""
+
+
+def _ownership(caller: Identity) -> tuple[str, str, str]:
+    """(user_id, owner, scope) as a thread of this caller's must carry them now."""
+    user = caller.as_user()
+    return (user["identity"], user["identity"], user["scope"])
+
+
+async def _thread_owner(thread_id: str) -> tuple[str, str, str] | None:
+    """The thread's (user_id, owner, scope); None if no such thread exists."""
+    from aegra_api.core.orm import Thread, get_session_maker
+    from sqlalchemy import select
+
+    async with get_session_maker()() as session:
+        row = (
+            await session.execute(
+                select(Thread.user_id, Thread.metadata_json).where(Thread.thread_id == thread_id)
+            )
+        ).first()
+    if row is None:
+        return None
+    metadata = row.metadata_json or {}
+    return (
+        row.user_id,
+        str(metadata.get(served.OWNER, "")),
+        str(metadata.get(served.SCOPE, "")),
+    )
+
+
+async def _create_thread(thread_id: str, caller: Identity) -> None:
+    """The thread a run asked to create, made as `POST /threads` would make it."""
+    from aegra_api.core.orm import Thread, get_session_maker
+    from sqlalchemy.dialects.postgresql import insert
+
+    user_id, owner, scope = _ownership(caller)
+    metadata = {served.OWNER: owner, served.SCOPE: scope, "thread_name": ""}
+    async with get_session_maker()() as session:
+        await session.execute(
+            insert(Thread)
+            .values(thread_id=thread_id, status="idle", metadata_json=metadata, user_id=user_id)
+            .on_conflict_do_nothing(index_elements=["thread_id"])
+        )
+        await session.commit()
+
+
+async def http_error(request: Request, exc: Exception) -> JSONResponse:
+    """Errors as the LangGraph API words them (`detail`, which Footnote's page and the SDK
+    read), with Aegra's Agent Protocol fields beside it."""
+    assert isinstance(exc, HTTPException)
+    code = HTTPStatus(exc.status_code)
+    return JSONResponse(
+        {
+            "detail": exc.detail,
+            "error": code.phrase.lower().replace(" ", "_"),
+            "message": str(exc.detail),
+        },
+        status_code=exc.status_code,
+        headers=exc.headers,
+    )
+
+
+async def ok(request: Request) -> JSONResponse:
+    """Liveness as the dev runtime answers it (`/ok`), and a root that names no version."""
+    return JSONResponse({"ok": True})
+
+
+app = FastAPI(title="Footnote", docs_url=None, redoc_url=None, openapi_url=None)
+app.router.routes.extend(webapp.app.routes)
+app.add_route("/ok", ok)
+app.add_route("/", ok)
+app.add_middleware(AdminOnlyMeta)
+app.add_middleware(OwnThreadsOnly)
+app.add_exception_handler(HTTPException, http_error)
+
+
+def make_graph(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The answer graph; for a run, only after its context passed `enforce_server_settings`."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_server_settings(execution.context)
+    return answer_graph

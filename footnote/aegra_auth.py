@@ -1,0 +1,180 @@
+"""Footnote's served trust boundary (`footnote.auth`) under Aegra's auth contract.
+
+The rules are `footnote.auth`'s, reused; only the calling convention differs:
+
+- `authenticate` is async and receives headers keyed by `str`; the key file's stat check
+  runs in a thread so it never blocks the event loop;
+- the user handed to `@auth.on` handlers is a pydantic model with attributes, not a dict;
+- `threads.create_run` gets the run request flat (`value["context"]`, no `kwargs`), and
+  Aegra applies only what a handler *returns*: in-place edits of the context are dropped.
+  So the checked context is returned, and what a caller may not set is refused (403), not
+  dropped, because anything left in the request would still reach the run;
+- thread metadata (owner, access scope) is likewise returned as `{"metadata": ...}`, which
+  Aegra both stores on create and applies as a filter on reads.
+
+Aegra *fails open* when this module cannot be imported (every caller becomes `anonymous`):
+`footnote.production` refuses to serve unless an unauthenticated probe is refused.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from langgraph_sdk import Auth
+
+from footnote import auth as served
+from footnote.credentials import Unauthenticated
+from footnote.graph.context import Context
+from footnote.settings import ContextRefused
+
+auth = Auth()
+
+_METHODS = {"api_key", "jwt", "anonymous"}
+_RUN_KEYS = ("thread_id", "checkpoint_id", "checkpoint_ns", "run_id", "assistant_id")
+"""configurable keys every client (RemoteGraph, the SDK) may send: not settings."""
+
+
+@auth.authenticate
+async def authenticate(headers: Mapping[str, str] | None) -> Auth.types.MinimalUserDict:
+    """Identify the caller from `Authorization: Bearer ...` or `x-api-key`."""
+    found = {str(k).lower(): v for k, v in (headers or {}).items()}
+    try:
+        identity = await asyncio.to_thread(
+            served.CREDENTIALS.identify, found.get("authorization"), found.get("x-api-key")
+        )
+    except Unauthenticated as exc:
+        raise Auth.exceptions.HTTPException(status_code=401, detail=str(exc)) from None
+    return identity.as_user()  # type: ignore[return-value]
+
+
+def _field(user: Any, name: str) -> Any:
+    return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
+
+
+def owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
+    """The caller's identity and access scope; 403 for a user `authenticate` did not make."""
+    user = ctx.user
+    if _field(user, "auth_method") not in _METHODS:
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="this caller was not authenticated by Footnote"
+        )
+    return {served.OWNER: str(_field(user, "identity")), served.SCOPE: str(_field(user, "scope"))}
+
+
+def _refuse(exc: ContextRefused) -> Auth.exceptions.HTTPException:
+    return Auth.exceptions.HTTPException(status_code=exc.status, detail=exc.message)
+
+
+def checked_context(requested: Any) -> dict[str, Any]:
+    """The context a served run gets; ContextRefused for any field a caller may not set.
+
+    Unlike the dev runtime, where the checked context replaces the request's, Aegra merges
+    what we return over what was sent: a graph setting the policy would drop (`reranker`,
+    say) must be refused here. Names the graph does not know stay inert (`Context.coerce`
+    ignores them), as the dev runtime's dropping would leave them.
+    """
+    context = served.SETTINGS.run_context(requested)
+    unknown = sorted(Context.known_fields(requested or {}).keys() - context.keys())
+    if unknown:
+        raise ContextRefused(403, f"context field {unknown[0]!r} may not be set by a caller")
+    return context
+
+
+def enforce_server_settings(context: Any) -> None:
+    """ContextRefused unless `context` is exactly what the operator allows a served run:
+    every server-owned field present with the operator's value, every other field a valid
+    caller choice: what `create_run` returns, checked again by the graph factory
+    (`footnote.aegra_app.make_graph`) in the process that runs the graph."""
+    given = dict(context or {})
+    expected = checked_context(given)
+    wrong = sorted(k for k, v in expected.items() if given.get(k, object()) != v)
+    if wrong:
+        raise ContextRefused(403, f"context field {wrong[0]!r} is set by the server's operator")
+
+
+def _claim_metadata(value: Mapping[str, Any], mine: dict[str, str]) -> dict[str, Any]:
+    """The request's metadata with the caller's ownership; 403 if it names another."""
+    metadata = dict(value.get("metadata") or {})
+    for key, own in mine.items():
+        if metadata.get(key, own) != own:
+            raise Auth.exceptions.HTTPException(
+                status_code=403, detail=f"metadata {key!r} is set by the server"
+            )
+    return {**metadata, **mine}
+
+
+@auth.on
+async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
+    """Crons, the store and anything a newer server adds: closed unless handled below."""
+    raise Auth.exceptions.HTTPException(
+        status_code=403, detail=f"{ctx.resource}.{ctx.action} is not available on this server"
+    )
+
+
+async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
+    return {"metadata": _claim_metadata(value, owned(ctx))}
+
+
+async def read_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
+    """Threads, their state, history and streams: the caller's own, while its access holds."""
+    return {"metadata": owned(ctx)}
+
+
+async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """Metadata edits on one's own thread (Aegra checks ownership); owner and scope fixed."""
+    _claim_metadata(value, owned(ctx))
+
+
+async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
+    """A run with the operator's settings pinned and the caller's choices validated."""
+    mine = owned(ctx)
+    _claim_metadata(value, mine)
+    config = value.get("config") or {}
+    configurable = config.get("configurable") or {}
+    if not isinstance(configurable, dict):
+        raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run config")
+    try:
+        checked_context({k: v for k, v in configurable.items() if k not in _RUN_KEYS})
+        context = checked_context(value.get("context"))
+    except ContextRefused as exc:
+        raise _refuse(exc) from None
+    return {"context": context}
+
+
+async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """An assistant may carry a caller's retrieval choices, never server-owned settings."""
+    mine = owned(ctx)
+    if "metadata" in value or ctx.action == "create":
+        value["metadata"] = _claim_metadata(value, mine)  # Aegra keeps this edit
+    config = value.get("config") or {}
+    for stored in (value.get("context"), config.get("configurable")):
+        try:
+            checked_context(stored)
+        except ContextRefused as exc:
+            raise _refuse(exc) from None
+        if per_run := sorted(set(stored or {}) & set(served._ASSISTANT_PER_RUN)):
+            raise Auth.exceptions.HTTPException(
+                status_code=403,
+                detail=f"choose {per_run[0]!r} per run; an assistant may not store it",
+            )
+    return mine
+
+
+async def read_assistants(ctx: Auth.types.AuthContext, value: Any) -> None:
+    """Aegra serves a caller its own assistants and the server's (`user_id` system) only."""
+    owned(ctx)
+
+
+auth.on.threads.create(create_thread)
+auth.on.threads.read(read_threads)
+auth.on.threads.search(read_threads)
+auth.on.threads.delete(read_threads)
+auth.on.threads.update(update_thread)
+auth.on.threads.create_run(create_run)
+auth.on.assistants.create(write_assistant)
+auth.on.assistants.update(write_assistant)
+auth.on.assistants.read(read_assistants)
+auth.on.assistants.search(read_assistants)
+auth.on.assistants.delete(read_assistants)

@@ -1,0 +1,125 @@
+"""Footnote's auth under Aegra's contract (`footnote.aegra_auth`), unit by unit: str header
+keys, an attribute-style user, a flat run request whose context must be returned (not edited
+in place), and the second check the graph factory makes. The served behaviour end to end is
+tests/test_served_auth.py's production half."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import Auth
+
+from footnote import aegra_auth
+from footnote import auth as served
+from footnote.credentials import Credentials, write_api_keys
+from footnote.settings import ContextRefused, ServerSettings
+
+
+class AegraUser:
+    """What Aegra hands to handlers: a model with attributes and no `.get`."""
+
+    def __init__(self, **fields: Any) -> None:
+        self.__dict__.update(fields)
+
+
+@pytest.fixture
+def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    path = tmp_path / "keys.json"
+    issued = write_api_keys(path, {"alice": {"groups": ["engineering"]}})
+    monkeypatch.setattr(
+        served, "CREDENTIALS", Credentials.from_env({"FOOTNOTE_API_KEYS": str(path)})
+    )
+    monkeypatch.setattr(
+        served, "SETTINGS", ServerSettings.from_env({"FOOTNOTE_INDEX": str(tmp_path / "index")})
+    )
+    return issued
+
+
+def context_for(user: Any, action: str = "create_run") -> Auth.types.AuthContext:
+    return Auth.types.AuthContext(user=user, resource="threads", action=action, permissions=[])  # type: ignore[arg-type]
+
+
+def alice(keys: dict[str, str]) -> AegraUser:
+    user = asyncio.run(aegra_auth.authenticate({"Authorization": f"Bearer {keys['alice']}"}))
+    return AegraUser(**user)
+
+
+def test_authenticate_reads_str_headers_in_any_case(keys: dict[str, str]) -> None:
+    user = asyncio.run(aegra_auth.authenticate({"X-Api-Key": keys["alice"]}))
+
+    assert user["identity"] == "alice" and "engineering" in user["groups"]  # type: ignore[typeddict-item]
+    with pytest.raises(Auth.exceptions.HTTPException) as refused:
+        asyncio.run(aegra_auth.authenticate({"authorization": "Bearer fn_not_a_key"}))
+    assert refused.value.status_code == 401
+
+
+def test_a_run_gets_its_context_returned_with_server_settings_pinned(keys: dict[str, str]) -> None:
+    value = {"thread_id": "t", "context": {"retrieve_k": 4, "surprise": 1}, "config": {}}
+
+    result = asyncio.run(aegra_auth.create_run(context_for(alice(keys)), value))
+
+    context = result["context"]
+    assert context["retrieve_k"] == 4
+    assert context["index_dir"] == served.SETTINGS.fixed()["index_dir"]
+    assert context["model_base_url"] == "" and context["web_search"] is False
+    aegra_auth.enforce_server_settings({**value["context"], **context})  # as Aegra merges it
+
+
+@pytest.mark.parametrize(
+    "override, status",
+    [
+        ({"reranker": "crossencoder:/etc/passwd"}, 403),
+        ({"max_answer_tokens": 0}, 403),
+        ({"user_groups": ["hr"]}, 403),
+        ({"model_base_url": "http://127.0.0.1:9/v1"}, 403),
+        ({"retrieve_k": 0}, 422),
+    ],
+)
+def test_a_run_context_a_caller_may_not_set_is_refused_not_dropped(
+    keys: dict[str, str], override: dict[str, Any], status: int
+) -> None:
+    for value in (
+        {"context": override, "config": {}},
+        {"context": None, "config": {"configurable": override}},
+    ):
+        with pytest.raises(Auth.exceptions.HTTPException) as refused:
+            asyncio.run(aegra_auth.create_run(context_for(alice(keys)), value))
+        assert refused.value.status_code == status, (value, refused.value.detail)
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"reranker": "crossencoder:/etc/passwd"},  # stored on an assistant, merged under the run's
+        {"model_base_url": "http://127.0.0.1:9/v1"},
+        {"index_dir": "/somewhere/else"},
+    ],
+)
+def test_the_graph_factory_refuses_a_context_the_operator_would_not_allow(
+    keys: dict[str, str], change: dict[str, Any]
+) -> None:
+    allowed = served.SETTINGS.run_context({})
+    aegra_auth.enforce_server_settings(allowed)
+
+    with pytest.raises(ContextRefused):
+        aegra_auth.enforce_server_settings({**allowed, **change})
+    with pytest.raises(ContextRefused):  # a missing server-owned field is not the default's
+        aegra_auth.enforce_server_settings({k: v for k, v in allowed.items() if k != "index_dir"})
+
+
+def test_owner_metadata_is_returned_and_foreign_owners_refused(keys: dict[str, str]) -> None:
+    user = alice(keys)
+
+    made = asyncio.run(aegra_auth.create_thread(context_for(user, "create"), {"metadata": {}}))
+    assert made == {"metadata": {"owner": "alice", "access_scope": user.scope}}
+    with pytest.raises(Auth.exceptions.HTTPException) as refused:
+        asyncio.run(
+            aegra_auth.create_thread(context_for(user, "create"), {"metadata": {"owner": "bob"}})
+        )
+    assert refused.value.status_code == 403
+    stranger = AegraUser(identity="eve", scope="")  # not made by `authenticate`
+    with pytest.raises(Auth.exceptions.HTTPException):
+        asyncio.run(aegra_auth.read_threads(context_for(stranger, "read"), {}))
