@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+import footnote
 from footnote.ingest import corpus
 from footnote.ingest.pipeline import ingest
 from footnote.tools.search import SearchRequest, search
@@ -207,7 +208,7 @@ def test_add_documents_from_a_langchain_loader(locate: Locate, tmp_path: Path) -
         Document("Hidden pelican access.", metadata={"source": "bad.md", "Access": ["x"]}),
     ]
     index = locate()
-    summary = corpus.add_documents(index, [*loaded, *pages])
+    summary = footnote.add_documents(index, [*loaded, *pages])  # the public API
     assert sorted(summary.added) == ["bad.md", "example.org/pelicans", "payroll.pdf", "pelican.txt"]
     assert "bad.md" in summary.restricted
     assert found(index, "pelican") == {"pelican.txt", "example.org/pelicans"}
