@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
@@ -129,9 +130,13 @@ def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, A
     index = context.index_dir
     if state.action == "sources":
         return {"result": corpus.sources(index)}
+    writer = get_stream_writer()
     options: dict[str, Any] = {
         "embeddings": context.embeddings,
         "allow_private": context.allow_private,
+        "progress": lambda stage, done, total: writer(
+            {"stage": stage, "done": done, "total": total}
+        ),
     }
     if state.action == "sync":
         summary = corpus.sync(index, **options)
