@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -406,6 +407,7 @@ def update_index(
     writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
     records `roots` in the index's sources, `record` records roots without reading them,
     `forget` drops ids from them."""
+    created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
     model = load_embeddings(embeddings)
@@ -708,15 +710,25 @@ def update_index(
                 kept.extend(again or [])
 
         summary.chunks = len(kept)
-        summary.version = backend.publish(
-            entries=kept,
-            files=files,
-            manifest=manifest_settings,
-            embedding_dimension=model.dimension,
-            on_failure=summary.failed.__setitem__,
-        )
+        if live is None and not files and summary.failed:
+            # Nothing could be read into a new index: publish nothing rather than an empty one.
+            nothing = True
+        else:
+            nothing = False
+            summary.version = backend.publish(
+                entries=kept,
+                files=files,
+                manifest=manifest_settings,
+                embedding_dimension=model.dimension,
+                on_failure=summary.failed.__setitem__,
+            )
         for listed in (summary.added, summary.updated):  # refused by the backend at publish
             listed[:] = [source for source in listed if source not in summary.failed]
+    if nothing and created:  # leave no empty index folder behind, only what this run made
+        folder = Path(index_dir)
+        (folder / "LOCK").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
     return summary
 
 

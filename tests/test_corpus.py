@@ -308,3 +308,12 @@ def _read_json(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, A
         if line.rstrip() == "}":
             return json.loads("".join(lines))
     raise AssertionError("no summary in time")
+
+
+def test_nothing_readable_leaves_no_index_behind(tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    missing = ingest([tmp_path / "nope.md"], index)
+    assert missing.failed == {str(tmp_path / "nope.md"): "no such file or directory"}
+    url = ingest(["http://127.0.0.1:9/page.html"], index)
+    assert "loopback, private or link-local" in url.failed["http://127.0.0.1:9/page.html"]
+    assert not index.exists() and missing.version is None and url.version is None
