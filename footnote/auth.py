@@ -159,7 +159,7 @@ def _corpus_graph(assistant_id: Any) -> str | None:
     them: `write_assistant` refuses any other assistant on these graphs."""
     from uuid import uuid5
 
-    from langgraph_api.graph import NAMESPACE_GRAPH
+    from langgraph_api.graph import NAMESPACE_GRAPH  # type: ignore[import-untyped]
 
     for graph_id in CORPUS_GRAPHS:
         if str(assistant_id) in (graph_id, str(uuid5(NAMESPACE_GRAPH, graph_id))):

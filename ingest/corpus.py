@@ -96,7 +96,7 @@ def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> Ingest
         [],
         owned=owned,
         forget=gone_roots,
-        record=kept_roots,
+        unread=kept_roots,
         why_deleted="removed by `footnote remove`",
         **options,
     )
@@ -130,16 +130,14 @@ def sources(index: str | Path) -> dict[str, Any]:
         }
         for source, record in sorted(live.files.items())
     ]
-    by_root: dict[str | None, list[str]] = {}
-    for doc in documents:
-        by_root.setdefault(doc["root"], []).append(doc["source"])
+    by_root: dict[str | None, int] = {}
+    for record in live.files.values():
+        by_root[record.root] = by_root.get(record.root, 0) + 1
     return {
         "index": str(index),
         "version": live.version,
         "default_access": live.manifest.get("default_access"),
-        "sources": [
-            {**root.to_dict(), "documents": len(by_root.get(root.id, []))} for root in roots
-        ],
+        "sources": [{**root.to_dict(), "documents": by_root.get(root.id, 0)} for root in roots],
         "documents": documents,
         "failures": [{"source": s, "reason": r} for s, r in sorted(failures.items())],
     }

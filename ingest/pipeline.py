@@ -390,7 +390,7 @@ def update_index(
     remember: bool = True,
     owned: Owned | None = None,
     forget: set[str] | frozenset[str] = frozenset(),
-    record: list[SourceRoot] | None = None,
+    unread: list[SourceRoot] | None = None,
     why_deleted: str = "",
     embeddings: str = "",
     settings: ChunkSettings | None = None,
@@ -405,7 +405,7 @@ def update_index(
     """The one write path: read `roots` again, update what they give, delete what they no
     longer give (and whatever `owned` names besides), and publish atomically under the
     writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
-    records `roots` in the index's sources, `record` records roots without reading them,
+    records `roots` in the index's sources, `unread` records roots without reading them,
     `forget` drops ids from them."""
     created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
@@ -447,7 +447,7 @@ def update_index(
             given = {r.id for r in roots}
             roots = roots + [r for r in remembered if r.id not in given and r.id not in forget]
         registry = merge_roots(
-            remembered, [*(roots if remember else []), *(record or [])], set(forget)
+            remembered, [*(roots if remember else []), *(unread or [])], set(forget)
         )
         registry_dicts = [r.to_dict() for r in registry]
         manifest_settings["sources"] = registry_dicts
@@ -685,7 +685,7 @@ def update_index(
         )
         fresh_parts = any(isinstance(part, list) and part for part in parts)
         if previous is not None and not (changed_registry or summary.deleted or fresh_parts):
-            summary.chunks = sum(len(part[0]) for part in parts)  # type: ignore[arg-type]
+            summary.chunks = sum(len(part[0]) for part in parts if isinstance(part, tuple))
             summary.version = previous.version
             return summary
 
