@@ -13,8 +13,9 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.pipeline import Candidate, IngestSummary, update_index
+from footnote.ingest.pipeline import IngestSummary, update_index
 from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
 from footnote.store.backends import open_writer
 from footnote.store.types import FileRecord

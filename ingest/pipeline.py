@@ -16,8 +16,9 @@ from typing import Any
 
 import numpy as np
 
+from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
-from footnote.ingest.documents import ParsedDocument, ParseError
+from footnote.ingest.documents import ParseError
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
@@ -286,32 +287,6 @@ def _still_regular(path: Path, follow_symlinks: bool) -> os.stat_result:
     return info
 
 
-@dataclass(kw_only=True)
-class Candidate:
-    """One document some root gives: a file, a fetched page, a LangChain `Document`.
-    Naming, change detection, limits, access and publish are the same for all of them."""
-
-    root: str
-    """Id of the root that gives it (see `roots.SourceRoot`)."""
-    origin: str
-    """Where in that root: the path relative to it, or the page URL."""
-    name: str
-    """The source name it would like: its relative path, or a readable form of its URL."""
-    label: str
-    """Readable prefix that tells it apart when another root already gives `name`."""
-    read: Callable[[], bytes]
-    """Its bytes; raises ParseError (a reason) or OSError. Sizes are checked by ingest."""
-    parse: Callable[[bytes, str], ParsedDocument]
-    """parse(data, source name) -> the document."""
-    mtime: Callable[[], float]
-    access: list[str] | None = None
-    """The root's access for documents that state none; None: the index's default."""
-    fetch: dict[str, str] | None = None
-    """HTTP validators to remember for the next sync."""
-    not_modified: bool = False
-    """The origin said it has not changed (HTTP 304): keep what the index holds."""
-
-
 Owned = Callable[[str, FileRecord], bool]
 """Whether a document the index holds is this run's to keep up to date (and to delete when
 its root no longer gives it); any other document is carried over untouched."""
@@ -487,7 +462,12 @@ def update_index(
                     if r.root == root.id and r.origin
                 }
                 got = page_candidates(
-                    root, old_pages, summary, max_bytes=max_bytes, allow_private=allow_private
+                    root,
+                    old_pages,
+                    summary.failed,
+                    summary.skipped,
+                    max_bytes=max_bytes,
+                    allow_private=allow_private,
                 )
                 if got is None:
                     continue

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urldefrag, urljoin, urlsplit, urlunsplit
 
+from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, ParseError
 from footnote.ingest.parsers import parse_bytes
-from footnote.ingest.pipeline import Candidate, IngestSummary
 from footnote.ingest.roots import SourceRoot
 from footnote.store.types import FileRecord
 
@@ -172,14 +172,16 @@ def parse_page(data: bytes, url: str, content_type: str, source: str) -> ParsedD
 def page_candidates(
     root: SourceRoot,
     old_pages: dict[str, FileRecord],
-    summary: IngestSummary,
+    failed: dict[str, str],
+    skipped: dict[str, str],
     *,
     max_bytes: int,
     allow_private: bool,
     fetcher_factory: Callable[..., Fetcher] = Fetcher,
 ) -> list[Candidate] | None:
     """Fetch a URL root (one page) or a site root (a crawl); None when the root cannot be
-    reached at all, so its documents stay as they are."""
+    reached at all, so its documents stay as they are. Reasons go to `failed` and `skipped`
+    (source or URL -> reason), as ingest reports them."""
     crawl = root.crawl or {}
     fetcher = fetcher_factory(
         allow_private=allow_private,
@@ -187,13 +189,17 @@ def page_candidates(
         timeout=float(crawl.get("timeout") or DEFAULT_TIMEOUT),
     )
     try:
-        return _crawl(root, old_pages, summary, fetcher)
+        return _crawl(root, old_pages, failed, skipped, fetcher)
     finally:
         fetcher.close()
 
 
 def _crawl(
-    root: SourceRoot, old_pages: dict[str, FileRecord], summary: IngestSummary, fetcher: Fetcher
+    root: SourceRoot,
+    old_pages: dict[str, FileRecord],
+    failed: dict[str, str],
+    skipped: dict[str, str],
+    fetcher: Fetcher,
 ) -> list[Candidate] | None:
     site = root.kind == "site"
     crawl = root.crawl or {}
@@ -216,19 +222,19 @@ def _crawl(
             continue
         seen.add(url)
         if site and same_host and urlsplit(url).netloc != host:
-            summary.skipped[url] = "another host (the crawl stays on the start host)"
+            skipped[url] = "another host (the crawl stays on the start host)"
             continue
         if robots is not None and not robots.can_fetch(USER_AGENT, url):
-            summary.skipped[url] = "disallowed by robots.txt"
+            skipped[url] = "disallowed by robots.txt"
             continue
         old = old_pages.get(url)
         try:
             page = fetcher.get(url, old.fetch if old else None)
         except ParseError as exc:
             if url == start:
-                summary.failed[root.id] = str(exc)
+                failed[root.id] = str(exc)
                 return None
-            summary.failed[page_name(url)] = str(exc)
+            failed[page_name(url)] = str(exc)
             continue
         if page.url != url:  # redirected: the page is known by where it ended
             if page.url in seen:
@@ -237,7 +243,7 @@ def _crawl(
             old = old_pages.get(page.url)
         if page.status in (404, 410):
             if url == start and not site:
-                summary.failed[root.id] = f"HTTP {page.status}"
+                failed[root.id] = f"HTTP {page.status}"
                 return None
             continue  # gone: a page of the last sync is deleted
         if page.status == 304 and old is not None:
@@ -245,9 +251,9 @@ def _crawl(
             continue
         if page.status != 200:
             if url == start:
-                summary.failed[root.id] = f"HTTP {page.status}"
+                failed[root.id] = f"HTTP {page.status}"
                 return None
-            summary.failed[page_name(url)] = f"HTTP {page.status}"
+            failed[page_name(url)] = f"HTTP {page.status}"
             continue
         found.append(_candidate(root, page.url, page, fetcher, old))
         if (
