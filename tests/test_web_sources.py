@@ -124,3 +124,29 @@ def test_each_redirect_hop_is_checked(
     finally:
         fetcher.close()
     assert log.read_text().split() == ["/a.html", "200", "/away.html", "302"]
+
+
+def test_a_name_with_any_private_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A DNS answer that mixes a public and a loopback address is refused whole, and an
+    accepted name is connected to at the very address that was checked."""
+    import socket
+
+    from footnote.ingest import web
+
+    answers = {
+        "mixed.test": ["93.184.215.14", "127.0.0.1"],
+        "public.test": ["93.184.215.14"],
+        "mapped.test": ["::ffff:10.0.0.1"],
+    }
+
+    def resolve(host: str, port: int, *args: object, **kwargs: object) -> list[tuple]:
+        family = socket.AF_INET
+        return [(family, socket.SOCK_STREAM, 6, "", (a, port)) for a in answers[host]]
+
+    monkeypatch.setattr(web.socket, "getaddrinfo", resolve)
+    with pytest.raises(FetchRefused, match="127.0.0.1"):
+        check_address("mixed.test", 80, allow_private=False)
+    with pytest.raises(FetchRefused):
+        check_address("mapped.test", 80, allow_private=False)
+    assert check_address("public.test", 80, allow_private=False) == "93.184.215.14"
+    assert check_address("mixed.test", 80, allow_private=True) == "93.184.215.14"
