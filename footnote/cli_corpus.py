@@ -231,7 +231,7 @@ def cmd_sources(args: argparse.Namespace) -> int:
     print(f"{args.index}: {len(listing['sources'])} sources, {len(listing['documents'])} documents")
     for root in listing["sources"]:
         extra = ", ".join(
-            f"{k} {v}"
+            f"{k} {', '.join(v)}"
             for k, v in (
                 ("access", root["access"]),
                 ("include", root["include"]),
