@@ -231,11 +231,11 @@ def test_add_documents_from_a_langchain_loader(locate: Locate, tmp_path: Path) -
     assert corpus.sync(index).deleted == []  # documents handed in cannot be re-read: kept
 
 
-def test_cli_add_sources_remove_sync_json(tmp_path: Path, run_cli: RunCli) -> None:
+def test_cli_add_sources_remove_sync_json(locate: Locate, tmp_path: Path, run_cli: RunCli) -> None:
     docs = tmp_path / "docs"
     write(docs, "a.md", "# A\n\nThe gecko page.\n")
     write(docs, "b.md", "# B\n\nThe second gecko page.\n")
-    index = str(tmp_path / "index")
+    index = locate()
     added = run_cli("add", str(docs), "--index", index, "--access", "eng", "--json")
     assert added.returncode == 0, added.stderr
     assert json.loads(added.stdout)["added"] == 2
@@ -254,10 +254,10 @@ def test_cli_add_sources_remove_sync_json(tmp_path: Path, run_cli: RunCli) -> No
     assert result["deletions"] == [{"source": "b.md", "reason": f"no longer in {docs}"}]
 
 
-def test_sync_watch_picks_up_a_change(tmp_path: Path, run_cli: RunCli) -> None:
+def test_sync_watch_picks_up_a_change(locate: Locate, tmp_path: Path, run_cli: RunCli) -> None:
     docs = tmp_path / "docs"
     write(docs, "a.md", "# A\n\nThe tapir page.\n")
-    index = str(tmp_path / "index")
+    index = locate()
     assert run_cli("add", str(docs), "--index", index, "--quiet").returncode == 0
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     proc = subprocess.Popen(
