@@ -11,6 +11,8 @@ stays fast:
 - `FootnoteRetriever(index=..., k=...)`: a LangChain retriever over any Footnote index.
 - `MiniLMEmbeddings()`: the offline embedding model (LangChain `Embeddings`).
 - `Filters`: narrows a retriever's search (source glob, section, dates, front matter).
+- `add_documents(index, documents)`: index LangChain `Document`s from any loader, keeping
+  their source, page and URL for citations and their `access` metadata.
 
 Indexes are built with `footnote ingest` or `footnote.ingest.pipeline.ingest(paths, index)`
 (not re-exported here: `footnote.ingest` is the package of that name).
@@ -31,6 +33,7 @@ _EXPORTS = {
     "FootnoteRetriever": "footnote.tools.retriever",
     "Filters": "footnote.tools.search",
     "MiniLMEmbeddings": "footnote.ingest.embeddings",
+    "add_documents": "footnote.ingest.corpus",
 }
 
 __all__ = [
@@ -38,6 +41,7 @@ __all__ = [
     "Filters",
     "FootnoteRetriever",
     "MiniLMEmbeddings",
+    "add_documents",
     "answer_tool",
     "make_graph",
 ]
@@ -46,6 +50,7 @@ if TYPE_CHECKING:
     from footnote.graph.agent_tool import answer_tool
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
+    from footnote.ingest.corpus import add_documents
     from footnote.ingest.embeddings import MiniLMEmbeddings
     from footnote.tools.retriever import FootnoteRetriever
     from footnote.tools.search import Filters

@@ -158,10 +158,45 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
     try:
         SETTINGS.webhook(kwargs.get("webhook"))
-        kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
+        corpus_graph = _corpus_graph(value.get("assistant_id"))
+        if corpus_graph is not None:
+            kwargs["context"] = _corpus_context(ctx, corpus_graph, kwargs.get("context"))
+        else:
+            kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
     except ContextRefused as exc:
         raise _refuse(exc) from None
     return owned
+
+
+CORPUS_GRAPHS = ("indexer", "library")
+"""Graphs that manage (indexer: admins only) or list (library) the index's documents."""
+
+
+def _corpus_graph(assistant_id: Any) -> str | None:
+    """Which corpus graph a run's assistant is, if any. Only the server's own assistants run
+    them: `write_assistant` refuses any other assistant on these graphs."""
+    from uuid import uuid5
+
+    from langgraph_api.graph import NAMESPACE_GRAPH  # type: ignore[import-untyped]
+
+    for graph_id in CORPUS_GRAPHS:
+        if str(assistant_id) in (graph_id, str(uuid5(NAMESPACE_GRAPH, graph_id))):
+            return graph_id
+    return None
+
+
+def _corpus_context(ctx: Auth.types.AuthContext, graph_id: str, requested: Any) -> dict[str, Any]:
+    """The indexer's context: admins only (403 for anyone else), the index chosen by name
+    among the operator's, everything else the server's own."""
+    fields: Any = ctx.user if hasattr(ctx.user, "get") else {}
+    if graph_id == "indexer" and fields.get("admin") is not True:
+        raise ContextRefused(403, "only admins may add, remove or sync the index's sources")
+    chosen = requested if isinstance(requested, dict) else {}
+    unknown = sorted(set(chosen) - {"index_dir"})
+    if unknown:
+        raise ContextRefused(403, f"context field {unknown[0]!r} is set by the server's operator")
+    index = SETTINGS.index_location(chosen.get("index_dir", "default"))
+    return {"index_dir": index, "embeddings": SETTINGS.embeddings}
 
 
 async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
@@ -172,6 +207,10 @@ async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, 
     """
     owned = _owned(ctx)
     _reserved(value.get("metadata"))
+    if value.get("graph_id") in CORPUS_GRAPHS:
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="the corpus graphs run only through the server's assistants"
+        )
     if "metadata" in value or ctx.action == "create":
         _claim(value, owned)
     config = value.get("config") or {}

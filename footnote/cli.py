@@ -147,11 +147,12 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         help="parse, chunk, embed and index documents (incremental)",
         description=(
-            "Index Markdown, HTML, PDF, text and code under PATH... into --index. The given "
-            "paths are the whole corpus: changed files are re-embedded, unchanged ones reused, "
-            "files no longer present removed. Symlinks, special files and dotfiles are skipped "
-            "with a reason. Exit status 1 when some files failed or could be given to admins "
-            "only (malformed front matter)."
+            "Index Markdown, HTML, PDF, text and code under PATH... into --index, and "
+            "remember each PATH as a source (`footnote sources`, `footnote sync`): changed "
+            "files are re-embedded, unchanged ones reused, files gone from a PATH removed; "
+            "documents other sources gave are never touched. Symlinks, special files and "
+            "dotfiles are skipped with a reason. Exit status 1 when some files failed or "
+            "could be given to admins only (malformed front matter)."
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
@@ -240,6 +241,10 @@ def build_parser() -> argparse.ArgumentParser:
     from footnote import cli_ask
 
     cli_ask.add_commands(sub, default_index)
+
+    from footnote import cli_corpus
+
+    cli_corpus.add_commands(sub, default_index)
 
     from footnote.evaluate import add_eval_command
 

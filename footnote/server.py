@@ -58,6 +58,11 @@ def server_environment(
 
 GRAPH = "footnote.graph.graph:graph"
 """The served graph, named by module: the same config serves from a checkout or a wheel."""
+CORPUS_GRAPHS = {
+    "indexer": "footnote.graph.indexer:graph",
+    "library": "footnote.graph.indexer:library",
+}
+"""Served beside it: the admins' indexer (add, remove, sync sources) and the reader's list."""
 CHECKPOINTER_MODULE = "footnote.checkpoint"
 """Home of the PostgreSQL saver. The server's checkpointer loader takes a file path, not a
 dotted module, so the config names the installed module's file."""
@@ -90,7 +95,7 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
     """
     data: dict[str, Any] = {
         "dependencies": ["."],
-        "graphs": {"footnote": GRAPH},
+        "graphs": {"footnote": GRAPH, **CORPUS_GRAPHS},
         "auth": {"path": f"{_installed_file('footnote.auth')}:auth", "disable_studio_auth": True},
         "http": {"app": f"{_installed_file('footnote.webapp')}:app", "cors": CORS},
         "python_version": "3.11",

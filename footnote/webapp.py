@@ -29,6 +29,7 @@ e.g. https://docs.python.org/3/ — the page then links each such source there."
 
 _ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
+    "library.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "feedback.js": "text/javascript; charset=utf-8",
     "feedback.css": "text/css; charset=utf-8",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -23,7 +24,7 @@ class TimeBudgetExceeded(BaseException):
 
 
 @contextmanager
-def time_budget(seconds: float) -> Iterator[None]:
+def time_budget(seconds: float, reason: str | None = None) -> Iterator[None]:
     """Raise `TimeBudgetExceeded` inside the block once `seconds` have passed.
 
     A SIGALRM timer interrupts pure-Python work wherever it is; a C call in progress
@@ -41,7 +42,7 @@ def time_budget(seconds: float) -> Iterator[None]:
 
     def expire(signum: int, frame: FrameType | None) -> None:
         raise TimeBudgetExceeded(
-            f"time budget exceeded: parsing took more than {seconds:g} s (--max-seconds)"
+            reason or f"time budget exceeded: parsing took more than {seconds:g} s (--max-seconds)"
         )
 
     previous = signal.signal(signal.SIGALRM, expire)
@@ -51,3 +52,47 @@ def time_budget(seconds: float) -> Iterator[None]:
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous if previous is not None else signal.SIG_DFL)
+
+
+class FileBudget:
+    """The time one file may take for all its work: parsing, chunking and embedding.
+
+    Only time spent inside `running()` counts, so a file is not charged for the others'
+    work between its parsing and its embedding. There a SIGALRM timer stops pure-Python work
+    (main thread only, as `time_budget`), and `check()` between embedding batches stops it
+    in any thread, so a file too slow to embed is dropped whole even in a server thread.
+    """
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent = 0.0
+        self._since: float | None = None
+
+    def remaining(self) -> float:
+        running = time.monotonic() - self._since if self._since is not None else 0.0
+        return self.seconds - self.spent - running
+
+    def check(self) -> None:
+        if self.seconds > 0 and self.remaining() <= 0:
+            raise TimeBudgetExceeded(self.reason())
+
+    def reason(self) -> str:
+        return (
+            f"time budget exceeded: parsing, chunking and embedding took more than "
+            f"{self.seconds:g} s (--max-seconds)"
+        )
+
+    @contextmanager
+    def running(self) -> Iterator[None]:
+        """Work on this file now, in the time it has left."""
+        if self.seconds <= 0:
+            yield
+            return
+        self.check()
+        self._since = time.monotonic()
+        try:
+            with time_budget(max(self.remaining(), 0.001), reason=self.reason()):
+                yield
+        finally:
+            self.spent += time.monotonic() - self._since
+            self._since = None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import errno
 import hashlib
@@ -15,16 +16,18 @@ from typing import Any
 
 import numpy as np
 
+from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
 from footnote.ingest.embedding_choice import (
     EmbeddingsSetting,
     as_index_embeddings,
-    remember,
-    remembered,
 )
-from footnote.ingest.limits import TimeBudgetExceeded, time_budget
+from footnote.ingest.embedding_choice import remember as remember_embeddings
+from footnote.ingest.embedding_choice import remembered as remembered_embeddings
+from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
+from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.store.backends import is_postgres, open_writer
 from footnote.store.text import embedding_text
 from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
@@ -33,7 +36,7 @@ DEFAULT_MAX_BYTES = 20_000_000
 DEFAULT_MAX_CHUNKS = 20_000
 """Per file: the whole R reference manual (2,415 pages) gives about half of this."""
 DEFAULT_MAX_SECONDS = 300.0
-"""Per file, parsing and chunking (embedding is counted apart)."""
+"""Per file, all its work: parsing, chunking and embedding."""
 Progress = Callable[[str, int, int], None]
 """Called as progress(stage, done, total) while ingest works."""
 
@@ -53,6 +56,8 @@ class IngestSummary:
     failed: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
     restricted: dict[str, str] = field(default_factory=dict)
+    deleted_why: dict[str, str] = field(default_factory=dict)
+    """Why each deleted document went: gone from its root, renamed, removed."""
     chunks: int = 0
     embedded_chunks: int = 0
     version: str | None = None
@@ -76,6 +81,7 @@ class IngestSummary:
             "restrictions": [
                 {"source": s, "reason": r} for s, r in sorted(self.restricted.items())
             ],
+            "deletions": [{"source": s, "reason": r} for s, r in sorted(self.deleted_why.items())],
             "files": {
                 "added": self.added,
                 "updated": self.updated,
@@ -88,10 +94,17 @@ class IngestSummary:
 class SourceFile:
     path: Path
     source: str
+    """Path relative to its root, with `/` (the root's own name for a file root)."""
+    root: Path = Path()
 
 
 def discover(
-    paths: list[Path], summary: IngestSummary, *, follow_symlinks: bool = False
+    paths: list[Path],
+    summary: IngestSummary,
+    *,
+    follow_symlinks: bool = False,
+    selected: Callable[[str], bool] = lambda source: True,
+    boundary_roots: list[Path] | None = None,
 ) -> Iterator[SourceFile]:
     """Walk the given roots once each; every path not yielded gets a reason in `summary`.
 
@@ -99,22 +112,19 @@ def discover(
     `follow_symlinks`, and then only when they resolve inside one of the roots, so a link to
     `/etc/passwd` or `/proc/self/status` is never read. Special files (FIFOs, devices,
     sockets) are never opened. A root named on the command line is the caller's choice and
-    is used as given, link or not.
+    is used as given, link or not. `selected` keeps a file by its relative path (a
+    source's include/exclude globs); `boundary_roots` widens the boundary to other roots.
     """
-    boundary = [os.path.realpath(p) for p in paths]
-    sources: set[str] = set()
+    boundary = [os.path.realpath(p) for p in (boundary_roots or paths)]
     seen_dirs: set[str] = set()
 
     def accept(path: Path, source: str) -> Iterator[SourceFile]:
-        if source in sources:  # two roots with the same relative path: ids must stay unique
-            summary.skipped[path.as_posix()] = (
-                f"another root already gave a file with the source name {source!r}"
-            )
-        elif not is_supported(path):
+        if not is_supported(path):
             summary.skipped[source] = f"unsupported file type {path.suffix.lower() or '(none)'}"
+        elif not selected(source):
+            summary.skipped[source] = "left out by the source's --include/--exclude globs"
         else:
-            sources.add(source)
-            yield SourceFile(path, source)
+            yield SourceFile(path, source, root)
 
     for root in paths:
         try:
@@ -224,11 +234,11 @@ def _rel(path: Path, root: Path) -> str:
         return path.as_posix()
 
 
-def file_date(doc_date: str | None, path: Path) -> str:
+def file_date(doc_date: str | None, mtime: float) -> str:
     """The document's own date if it states one, else the file's modification date."""
     if doc_date:
         return str(doc_date)[:10]
-    return dt.datetime.fromtimestamp(path.stat().st_mtime, dt.UTC).date().isoformat()
+    return dt.datetime.fromtimestamp(mtime, dt.UTC).date().isoformat()
 
 
 def normalize_access(value: Any, default: list[str]) -> list[str] | None:
@@ -282,6 +292,38 @@ def _still_regular(path: Path, follow_symlinks: bool) -> os.stat_result:
     return info
 
 
+Owned = Callable[[str, FileRecord], bool]
+"""Whether a document the index holds is this run's to keep up to date (and to delete when
+its root no longer gives it); any other document is carried over untouched."""
+
+
+def file_candidates(root: SourceRoot, found: list[SourceFile], max_bytes: int) -> list[Candidate]:
+    """Candidates for files `discover` found under a folder or file root."""
+
+    def one(item: SourceFile) -> Candidate:
+        def read() -> bytes:
+            try:
+                size = _still_regular(item.path, root.follow_symlinks).st_size
+                if size > max_bytes:  # refused before reading: a huge file must not fill memory
+                    raise ParseError(f"file too large: {size} bytes > limit {max_bytes}")
+                return item.path.read_bytes()
+            except OSError as exc:
+                raise ParseError(f"cannot read: {exc.strerror}") from exc
+
+        return Candidate(
+            root=root.id,
+            origin=item.source,
+            name=item.source,
+            label=root.label,
+            read=read,
+            parse=lambda data, source: parse_bytes(data, item.path, source),
+            mtime=lambda: item.path.stat().st_mtime,
+            access=root.access,
+        )
+
+    return [one(item) for item in found]
+
+
 def ingest(
     paths: list[str | Path],
     index_dir: str | Path,
@@ -296,190 +338,409 @@ def ingest(
     rebuild: bool = False,
     progress: Progress | None = None,
 ) -> IngestSummary:
-    """Bring the index at `index_dir` (a directory or a `postgresql://` URL) in line with
-    `paths`: the given paths are the corpus.
+    """Bring the documents under `paths` (folders or files; a directory or a `postgresql://`
+    URL as `index_dir`) into the index, and remember each path as a source for `sync`.
 
-    Per-file limits: `max_bytes` (checked before reading), `max_chunks` and `max_seconds`
-    (parsing and chunking one file; see `limits.time_budget`). A file over one fails with a
-    reason and the run goes on. `embeddings`: a `provider:model` string or any LangChain
-    `Embeddings` object; empty: the provider model this user built the index with before
-    (see ingest/embedding_choice.py), else the offline default."""
+    Only documents these roots gave are updated or, when gone from them, deleted: a document
+    another root gave is never touched. Two roots giving the same relative name both keep
+    theirs; the second is named `ROOT/NAME` after its folder. Per-file limits: `max_bytes`
+    (checked before reading), `max_chunks` and `max_seconds` (the file's parsing, chunking
+    and embedding; see `limits.FileBudget`). A file over one fails with a reason, nothing of
+    it is published, and the run goes on."""
+    roots = [root_for(p, follow_symlinks=follow_symlinks) for p in paths]
+    return update_index(
+        index_dir,
+        roots,
+        embeddings=embeddings,
+        settings=settings,
+        default_access=default_access,
+        max_bytes=max_bytes,
+        max_chunks=max_chunks,
+        max_seconds=max_seconds,
+        rebuild=rebuild,
+        progress=progress,
+    )
+
+
+def update_index(
+    index_dir: str | Path,
+    roots: list[SourceRoot],
+    *,
+    documents: dict[str, list[Candidate]] | None = None,
+    remember: bool = True,
+    owned: Owned | None = None,
+    forget: set[str] | frozenset[str] = frozenset(),
+    unread: list[SourceRoot] | None = None,
+    why_deleted: str = "",
+    embeddings: EmbeddingsSetting = "",
+    settings: ChunkSettings | None = None,
+    default_access: list[str] | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    max_chunks: int = DEFAULT_MAX_CHUNKS,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+    rebuild: bool = False,
+    progress: Progress | None = None,
+    allow_private: bool = False,
+) -> IngestSummary:
+    """The one write path: read `roots` again, update what they give, delete what they no
+    longer give (and whatever `owned` names besides), and publish atomically under the
+    writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
+    records `roots` in the index's sources, `unread` records roots without reading them,
+    `forget` drops ids from them."""
+    created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
-    model = as_index_embeddings(embeddings or remembered(index_dir))
+    model = as_index_embeddings(embeddings or remembered_embeddings(index_dir))
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
-    default_access = default_access or list(DEFAULT_ACCESS)
     summary = IngestSummary(index=str(index_dir))
-    manifest_settings = {
-        "embedding": {
-            "model": model.model_id,
-            "dimension": model.dimension,
-            "max_tokens": model.max_tokens,
-        },
-        "chunking": settings.to_dict(),
-        "default_access": default_access,
-    }
     with backend.writer():
-        previous = None
-        if not rebuild:
-            previous = backend.previous()
-            if previous is not None and (
-                previous.manifest["embedding"] != manifest_settings["embedding"]
-                or previous.manifest.get("chunking") != manifest_settings["chunking"]
-                or previous.manifest.get("default_access") != default_access
-            ):
-                if previous.manifest["embedding"]["model"] != model.model_id:
-                    raise IndexMismatch(
-                        f"index {index_dir} was built with embeddings "
-                        f"{previous.manifest['embedding']['model']!r}, not {model.model_id!r}: "
-                        "pass --rebuild to re-embed everything with the new model"
+        live = backend.previous()
+        remembered = read_roots(live.manifest if live is not None else None)
+        if default_access is None:
+            recorded = live.manifest.get("default_access") if live is not None else None
+            default_access = list(recorded or DEFAULT_ACCESS)
+        manifest_settings: dict[str, Any] = {
+            "embedding": {
+                "model": model.model_id,
+                "dimension": model.dimension,
+                "max_tokens": model.max_tokens,
+            },
+            "chunking": settings.to_dict(),
+            "default_access": default_access,
+        }
+        previous = None if rebuild else live
+        if previous is not None and (
+            previous.manifest["embedding"] != manifest_settings["embedding"]
+            or previous.manifest.get("chunking") != manifest_settings["chunking"]
+            or previous.manifest.get("default_access") != default_access
+        ):
+            if previous.manifest["embedding"]["model"] != model.model_id:
+                raise IndexMismatch(
+                    f"index {index_dir} was built with embeddings "
+                    f"{previous.manifest['embedding']['model']!r}, not {model.model_id!r}: "
+                    "pass --rebuild to re-embed everything with the new model"
+                )
+            previous = None
+        if previous is None and live is not None:
+            # Nothing can be reused: every remembered root is read again with the given ones,
+            # so a rebuild loses no document another root gave.
+            given = {r.id for r in roots}
+            roots = roots + [r for r in remembered if r.id not in given and r.id not in forget]
+        registry = merge_roots(
+            remembered, [*(roots if remember else []), *(unread or [])], set(forget)
+        )
+        registry_dicts = [r.to_dict() for r in registry]
+        manifest_settings["sources"] = registry_dicts
+        before = {r.id: r for r in remembered}
+        # A root whose access or globs changed has every document re-read.
+        reread = {
+            r.id
+            for r in roots
+            if r.id in before
+            and (before[r.id].access, before[r.id].include, before[r.id].exclude)
+            != (r.access, r.include, r.exclude)
+        }
+
+        candidates: list[Candidate] = []
+        read_roots_ok: set[str] = set()
+        for root in roots:
+            if root.kind in ("folder", "file"):
+                failed_before = len(summary.failed)
+                found = list(
+                    discover(
+                        [Path(root.id)],
+                        summary,
+                        follow_symlinks=root.follow_symlinks,
+                        selected=root.selected,
+                        boundary_roots=[Path(r.id) for r in roots if r.kind in ("folder", "file")],
                     )
-                previous = None
+                )
+                if root.id in summary.failed or (len(summary.failed) > failed_before and not found):
+                    continue  # a root that cannot be read keeps its documents
+                candidates.extend(file_candidates(root, found, max_bytes))
+            elif root.kind in ("url", "site"):
+                from footnote.ingest.web import page_candidates
+
+                old_pages = {
+                    r.origin: r
+                    for r in (previous.files.values() if previous else [])
+                    if r.root == root.id and r.origin
+                }
+                got = page_candidates(
+                    root,
+                    old_pages,
+                    summary.failed,
+                    summary.skipped,
+                    max_bytes=max_bytes,
+                    allow_private=allow_private,
+                )
+                if got is None:
+                    continue
+                candidates.extend(got)
+            elif documents and root.id in documents:
+                candidates.extend(documents[root.id])
+            else:
+                continue  # documents handed in from Python cannot be read again
+            read_roots_ok.add(root.id)
+
+        def is_owned(source: str, record: FileRecord) -> bool:
+            if record.root is not None and record.root in read_roots_ok:
+                return True
+            return owned is not None and owned(source, record)
 
         files: dict[str, FileRecord] = {}
-        # Every file's chunks for the new version, in order: fresh ones (vector None: embed it),
-        # or the chunk ids of an unchanged (or failed) file, whose chunks and vectors are looked
-        # up only if a new version is written (an ingest with nothing to do never reads them).
-        parts: list[list[tuple[Chunk, Any]] | tuple[list[str], SourceFile | None]] = []
+        # Every document's chunks for the new version, in order: fresh ones with vectors, or
+        # the chunk ids of a kept document, whose chunks and vectors are looked up only if a
+        # new version is written (an ingest with nothing to do never reads them).
+        parts: list[list[tuple[Chunk, Any]] | tuple[list[str], Candidate | None, str]] = []
         claimed: set[str] = set()  # chunk ids already in `parts`: a second claim is refused
-        ambiguous = _ambiguous_ids(previous.files) if previous is not None else set()
+        old_files = previous.files if previous is not None else {}
+        ambiguous = _ambiguous_ids(old_files)
+        by_origin = {(r.root, r.origin): s for s, r in old_files.items() if r.root}
+        names: set[str] = set()
         chunkers: list[Chunker] = []
+        pending: dict[str, tuple[FileBudget, list[tuple[Chunk, Any]]]] = {}
+
+        def name_for(item: Candidate) -> str:
+            """Its name in the last version if it had one; else its own name unless another
+            document holds it; else `LABEL/name` (then `LABEL~2/name`...)."""
+            old = by_origin.get((item.root, item.origin))
+            if old is not None and old not in names:
+                return old
+            taken = names | {
+                s for s, r in old_files.items()
+                if r.root is not None and (r.root, r.origin) != (item.root, item.origin)
+            }  # fmt: skip
+            if item.name not in taken:
+                return item.name
+            n = 1
+            while True:
+                label = item.label if n == 1 else f"{item.label}~{n}"
+                name = f"{label}/{item.name}"
+                if name not in taken:
+                    return name
+                n += 1
 
         def chunk_file(
-            item: SourceFile, data: bytes, digest: str, known: bool
+            item: Candidate, source: str, data: bytes, digest: str, known: bool
         ) -> list[tuple[Chunk, Any]] | None:
-            """Parse and chunk one new or changed file; None (and a reason) if it fails."""
+            """Parse and chunk one new or changed document inside its time budget, which
+            its embedding (`embed_pending`) spends the rest of; None (and a reason) if it
+            fails."""
             if not chunkers:
                 chunkers.append(Chunker(model, settings))
+            budget = FileBudget(max_seconds)
             try:
-                with time_budget(max_seconds):
-                    doc = parse_bytes(data, item.path, item.source)
+                with budget.running():
+                    doc = item.parse(data, source)
                     front_access = (
                         doc.access if doc.access is not None else doc.metadata.get("access")
                     )
-                    access = normalize_access(front_access, default_access)
+                    access = normalize_access(front_access, item.access or default_access)
                     chunks = chunkers[0].split_document(
-                        doc, date=file_date(doc.date, item.path), access=access
+                        doc, date=file_date(doc.date, item.mtime()), access=access
                     )
-                check_chunks(chunks, max_chunks, claimed)
+                    check_chunks(chunks, max_chunks, claimed)
             except (ParseError, TimeBudgetExceeded) as exc:
-                summary.failed[item.source] = str(exc)
+                summary.failed[source] = str(exc)
                 return None
             except Exception as exc:  # a parser bug must cost one file, not the run
-                summary.failed[item.source] = f"{type(exc).__name__}: {exc}"
+                summary.failed[source] = f"{type(exc).__name__}: {exc}"
                 return None
             claimed.update(chunk.id for chunk in chunks)
             if doc.access_problem:
-                summary.restricted[item.source] = doc.access_problem
-            files[item.source] = FileRecord(
+                summary.restricted[source] = doc.access_problem
+            files[source] = FileRecord(
                 sha256=digest,
                 chunk_ids=[c.id for c in chunks],
                 size=len(data),
-                mtime=item.path.stat().st_mtime,
+                mtime=item.mtime(),
                 restricted=doc.access_problem,
+                root=item.root,
+                origin=item.origin,
+                ingested_at=now(),
+                fetch=item.fetch,
+                access=access,
             )
-            (summary.updated if known else summary.added).append(item.source)
-            return [(chunk, None) for chunk in chunks]
+            (summary.updated if known else summary.added).append(source)
+            part: list[tuple[Chunk, Any]] = [(chunk, None) for chunk in chunks]
+            pending[source] = (budget, part)
+            return part
 
-        sources = list(discover([Path(p) for p in paths], summary, follow_symlinks=follow_symlinks))
-        for done, item in enumerate(sources, 1):
-            if progress:
-                progress("parse", done, len(sources))
-            try:
-                size = _still_regular(item.path, follow_symlinks).st_size
-                if size > max_bytes:  # refused before reading: a huge file must not fill memory
-                    summary.failed[item.source] = (
-                        f"file too large: {size} bytes > limit {max_bytes}"
-                    )
+        def embed_pending() -> None:
+            """Embed every document chunked since the last call, one document at a time in
+            what is left of its budget. A document over budget fails whole: its record and
+            chunks are dropped and its last good version, if any, stays."""
+            total = sum(len(part) for _, part in pending.values())
+            done = 0
+            for source, (budget, part) in pending.items():
+                try:
+                    with budget.running():
+                        vectors = _embed(model, [chunk for chunk, _ in part], budget)
+                except TimeBudgetExceeded as exc:
+                    summary.failed[source] = str(exc)
+                    summary.restricted.pop(source, None)
+                    for listed in (summary.added, summary.updated):
+                        if source in listed:
+                            listed.remove(source)
+                    files.pop(source, None)
+                    claimed.difference_update(chunk.id for chunk, _ in part)
+                    part.clear()
                     continue
-                data = item.path.read_bytes()
-            except ParseError as exc:
-                summary.failed[item.source] = str(exc)
-                continue
-            except OSError as exc:
-                summary.failed[item.source] = f"cannot read: {exc.strerror}"
-                continue
-            if len(data) > max_bytes:  # grew after the size check
-                summary.failed[item.source] = f"file too large: over the limit {max_bytes}"
-                continue
-            digest = hashlib.sha256(data).hexdigest()
-            old = previous.files.get(item.source) if previous else None
-            if (
-                previous is not None
-                and old is not None
-                and old.sha256 == digest
+                part[:] = list(zip([chunk for chunk, _ in part], vectors, strict=True))
+                summary.embedded_chunks += len(part)
+                done += len(part)
+                if progress:
+                    progress("embed", done, total)
+            pending.clear()
+
+        def keep(source: str, record: FileRecord, item: Candidate | None) -> None:
+            """Carry a document over as it is: unchanged (`item`), or not this run's."""
+            ids = list(record.chunk_ids)
+            if item is None:
+                ids = [cid for cid in ids if cid not in ambiguous | claimed]
+            parts.append((ids, item, source))
+            claimed.update(ids)
+            files[source] = record
+            if item is not None:
+                summary.unchanged.append(source)
+                if record.restricted:
+                    summary.restricted[source] = record.restricted
+
+        for done, item in enumerate(candidates, 1):
+            if progress:
+                progress("parse", done, len(candidates))
+            source = name_for(item)
+            names.add(source)
+            old = old_files.get(source)
+            if old is not None and old.root is None:  # an older index's record: adopted
+                old = FileRecord(**{**old.__dict__, "root": item.root, "origin": item.origin})
+            reusable = (
+                old is not None
+                and item.root not in reread
                 and ambiguous.isdisjoint(old.chunk_ids)
                 and claimed.isdisjoint(old.chunk_ids)
-            ):
-                parts.append((list(old.chunk_ids), item))
-                claimed.update(old.chunk_ids)
-                files[item.source] = old
-                summary.unchanged.append(item.source)
-                if old.restricted:
-                    summary.restricted[item.source] = old.restricted
+            )
+            if item.not_modified and reusable and old is not None:
+                keep(source, old, item)
                 continue
-            fresh = chunk_file(item, data, digest, old is not None)
+            try:
+                data = item.read()
+            except ParseError as exc:
+                summary.failed[source] = str(exc)
+                continue
+            if len(data) > max_bytes:  # grew after the size check
+                summary.failed[source] = f"file too large: over the limit {max_bytes}"
+                continue
+            digest = hashlib.sha256(data).hexdigest()
+            if reusable and old is not None and old.sha256 == digest:
+                if item.fetch and item.fetch != old.fetch:
+                    old = FileRecord(**{**old.__dict__, "fetch": item.fetch})
+                keep(source, old, item)
+                continue
+            fresh = chunk_file(item, source, data, digest, old is not None)
             if fresh is not None:
                 parts.append(fresh)
 
-        if previous is not None:
-            summary.deleted = sorted(set(previous.files) - set(files) - set(summary.failed))
-            # A file that failed this time keeps its last good chunks rather than vanishing.
-            for source in sorted(set(previous.files) & set(summary.failed)):
-                record = previous.files[source]
-                ids = [cid for cid in record.chunk_ids if cid not in ambiguous | claimed]
-                parts.append((ids, None))
-                claimed.update(ids)
-                files[source] = record
-            if not summary.deleted and not any(isinstance(part, list) for part in parts):
-                summary.chunks = sum(len(part[0]) for part in parts)
-                summary.version = previous.version
-                return summary
+        embed_pending()
+        for source, record in sorted(old_files.items()):
+            if source in files:
+                continue
+            if source in summary.failed or not is_owned(source, record):
+                # Not this run's to change, or it failed this time: its last good chunks stay.
+                keep(source, record, None)
+                continue
+            summary.deleted.append(source)
+            summary.deleted_why[source] = why_deleted or _gone_reason(record, files)
 
-        # Every chunk of the new version with its vector: an array, STORED, or None (embed it).
+        # The last failure of each document, kept until its root is read again.
+        old_failures = dict(live.manifest.get("failures") or {}) if live is not None else {}
+        failures = {
+            source: reason
+            for source, reason in old_failures.items()
+            if source in files and files[source].root not in read_roots_ok
+        }
+        failures.update(summary.failed)
+        manifest_settings["failures"] = failures
+        changed_registry = (
+            live is None
+            or previous is None
+            or registry_dicts != [r.to_dict() for r in remembered]
+            or failures != (live.manifest.get("failures") or {})
+        )
+        fresh_parts = any(isinstance(part, list) and part for part in parts)
+        if previous is not None and not (changed_registry or summary.deleted or fresh_parts):
+            summary.chunks = sum(len(part[0]) for part in parts if isinstance(part, tuple))
+            summary.version = previous.version
+            return summary
+
+        # Every chunk of the new version with its vector: an array, or STORED.
         kept: list[tuple[Chunk, Any]] = []
         for part in parts:
             if isinstance(part, list):
                 kept.extend(part)
                 continue
-            ids, unchanged = part
+            ids, unchanged, source = part
             assert previous is not None
             reused = previous.lookup(ids, unchanged is None)
             if reused is not None:
                 kept.extend(reused)
             elif unchanged is not None:  # its chunks are missing from the index: chunk it again
-                summary.unchanged.remove(unchanged.source)
+                summary.unchanged.remove(source)
                 claimed.difference_update(ids)
-                record = files.pop(unchanged.source)
-                data = unchanged.path.read_bytes()
-                kept.extend(chunk_file(unchanged, data, record.sha256, True) or [])
+                record = files.pop(source)
+                data = unchanged.read()
+                again = chunk_file(unchanged, source, data, record.sha256, True)
+                embed_pending()
+                kept.extend(again or [])
 
-        to_embed = [i for i, (_, vec) in enumerate(kept) if vec is None]
-        summary.embedded_chunks = len(to_embed)
         summary.chunks = len(kept)
-        if not to_embed and previous is not None and not summary.deleted:
-            summary.version = previous.version
-            return summary
-        texts = {r: embedding_text(kept[r][0]) for r in to_embed}
-        # Shortest first across the whole run, as embed_array orders one call: batches of 64
-        # taken in file order mix short and long chunks and pad them all to the longest.
-        order = sorted(to_embed, key=lambda r: model.count_tokens(texts[r]))
-        batch = 64
-        for start in range(0, len(order), batch):
-            group = order[start : start + batch]
-            embedded = np.asarray(model.embed_array([texts[r] for r in group]), dtype=np.float32)
-            for r, vector in zip(group, embedded, strict=True):
-                kept[r] = (kept[r][0], vector)
-            if progress:
-                progress("embed", min(start + batch, len(order)), len(order))
-        summary.version = backend.publish(
-            entries=kept,
-            files=files,
-            manifest=manifest_settings,
-            embedding_dimension=model.dimension,
-            on_failure=summary.failed.__setitem__,
-        )
-        remember(index_dir, model.model_id)  # so search reloads a provider model by itself
+        if live is None and not files and summary.failed:
+            # Nothing could be read into a new index: publish nothing rather than an empty one.
+            nothing = True
+        else:
+            nothing = False
+            summary.version = backend.publish(
+                entries=kept,
+                files=files,
+                manifest=manifest_settings,
+                embedding_dimension=model.dimension,
+                on_failure=summary.failed.__setitem__,
+            )
+            # So search reloads a provider model by itself.
+            remember_embeddings(index_dir, model.model_id)
         for listed in (summary.added, summary.updated):  # refused by the backend at publish
             listed[:] = [source for source in listed if source not in summary.failed]
+    if nothing and created:  # leave no empty index folder behind, only what this run made
+        folder = Path(index_dir)
+        (folder / "LOCK").unlink(missing_ok=True)
+        with contextlib.suppress(OSError):
+            folder.rmdir()
     return summary
+
+
+def _embed(model: Any, chunks: list[Chunk], budget: FileBudget) -> list[np.ndarray]:
+    """One document's vectors, shortest chunks first in batches (padding to the longest
+    costs less), checking the file's time budget between batches."""
+    texts = [embedding_text(chunk) for chunk in chunks]
+    order = sorted(range(len(texts)), key=lambda i: model.count_tokens(texts[i]))
+    vectors: list[Any] = [None] * len(texts)
+    batch = 64
+    for start in range(0, len(order), batch):
+        budget.check()
+        group = order[start : start + batch]
+        embedded = np.asarray(model.embed_array([texts[i] for i in group]), dtype=np.float32)
+        for i, vector in zip(group, embedded, strict=True):
+            vectors[i] = vector
+    budget.check()
+    return vectors
+
+
+def _gone_reason(record: FileRecord, files: dict[str, FileRecord]) -> str:
+    """Why a document its root no longer gives is deleted: renamed (same content under
+    another name from the same root) or gone."""
+    for source, other in files.items():
+        if other.root == record.root and other.sha256 == record.sha256:
+            return f"renamed to {source}"
+    where = record.root or "its root"
+    return f"no longer in {where}"

@@ -434,6 +434,18 @@ def read_files(root: Path, path: Path, chunk_ids: set[str]) -> dict[str, FileRec
             and isinstance(record.size, int)
             and isinstance(record.mtime, int | float)
             and (record.restricted is None or isinstance(record.restricted, str))
+            and all(
+                value is None or isinstance(value, str)
+                for value in (record.root, record.origin, record.ingested_at)
+            )
+            and (record.access is None or isinstance(record.access, list))
+            and (
+                record.fetch is None
+                or (
+                    isinstance(record.fetch, dict)
+                    and all(isinstance(v, str) for v in record.fetch.values())
+                )
+            )
         ):
             raise damaged(root, f"files.json has a malformed record for {source[:80]!r}")
     return files

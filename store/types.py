@@ -71,6 +71,16 @@ class FileRecord:
     mtime: float
     restricted: str | None = None
     """Why the file's access could not be read (it is visible to admins only), if so."""
+    root: str | None = None
+    """The source root (path or URL) that gives this document; None in older indexes."""
+    origin: str | None = None
+    """Where in that root: the path relative to it, or the page URL."""
+    ingested_at: str | None = None
+    """When its content was last read and indexed (UTC, ISO 8601)."""
+    fetch: dict[str, str] | None = None
+    """HTTP validators of a fetched page (`etag`, `last_modified`), for conditional sync."""
+    access: list[str] | None = None
+    """The groups its chunks carry, so listing sources reads no chunk."""
 
 
 @dataclass(kw_only=True)

@@ -64,6 +64,14 @@ MALFORMED_FRONT_MATTER = {
     "crlf-unclosed.md": "---\r\naccess: [hr]\r\n\r\n{secret}\r\n",
     "tab-indented-key.md": "---\n\taccess: [hr]\n---\n{secret}\n",
     "python-tag.md": "---\naccess: !!python/object:os.system [hr]\n---\n{secret}\n",
+    "flow-mapping.md": "---\n{{title: Payroll, access: [hr]}}\n---\n{secret}\n",
+    "tagged-map.md": "---\n!!map {{access: [hr]}}\n---\n{secret}\n",
+    "explicit-key.md": "---\n? access\n: [hr]\n---\n{secret}\n",
+    "merge-key.md": "---\nbase: &base\n  access: [hr]\n<<: *base\ntitle: T\n---\n{secret}\n",
+    "merge-key-only.md": "---\ntitle: T\n<<: {{access: [hr]}}\n---\n{secret}\n",
+    "zero-width-key.md": "---\nacc\u200bess: [hr]\n---\n{secret}\n",
+    "homoglyph-key.md": "---\n\u0430ccess: [hr]\n---\n{secret}\n",
+    "homoglyph-toml-key.md": '+++\n"acce\u0455s" = ["hr"]\n+++\n{secret}\n',
 }
 
 
@@ -194,15 +202,14 @@ def test_cli_json_lists_every_skipped_path(tmp_path: Path, run_cli: RunCli) -> N
     assert all(skipped.values())
 
 
-def test_same_relative_path_under_two_roots_is_skipped_not_merged(tmp_path: Path) -> None:
+def test_same_relative_path_under_two_roots_is_kept_under_distinct_names(tmp_path: Path) -> None:
     for root, word in (("a", "alpha"), ("b", "bravo")):
         (tmp_path / root).mkdir()
         (tmp_path / root / "x.md").write_text(f"# X\n\nThe {word} page.\n")
     summary = ingest([tmp_path / "a", tmp_path / "b"], tmp_path / "index")
-    assert summary.added == ["x.md"]
-    assert list(summary.skipped.values()) == [
-        "another root already gave a file with the source name 'x.md'"
-    ]
+    assert sorted(summary.added) == ["b/x.md", "x.md"] and not summary.skipped
+    assert sources_found(str(tmp_path / "index"), "bravo") == {"b/x.md"}
+    assert sources_found(str(tmp_path / "index"), "alpha") == {"x.md"}
 
 
 @pytest.mark.parametrize(

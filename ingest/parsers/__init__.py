@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import html, markdown, pdf, text
+from footnote.ingest.parsers import html, markdown, office, pdf, text
 
 __all__ = [
     "PARSERS",
@@ -37,6 +37,8 @@ PARSERS: dict[str, Parser] = {
     **dict.fromkeys(pdf.SUFFIXES, pdf.parse),
     **dict.fromkeys(text.CODE_SUFFIXES, text.parse_code),
     **dict.fromkeys(text.TEXT_SUFFIXES, text.parse_text),
+    **dict.fromkeys(office.DOCX_SUFFIXES, office.parse_docx),
+    **dict.fromkeys(office.PPTX_SUFFIXES, office.parse_pptx),
 }
 """The suffix registry: lower-case suffix to the parser for that format."""
 

@@ -186,7 +186,7 @@ def _front_matter(lines: list[str]) -> _FrontMatter:
             return _FrontMatter({}, first + 1, f"front matter opened with {fence} is never closed")
         return _FrontMatter({}, 0)
     block = lines[first + 1 : end]
-    if not any(_KEY_LINE.match(line) for line in block):
+    if not any(_KEY_LINE.match(line) or _looks_structured(line) for line in block):
         return _FrontMatter({}, 0)  # `---`, prose, `---`: rules around a paragraph
     if first != 0 or lines[first].rstrip() != fence:
         return _FrontMatter(
@@ -202,7 +202,58 @@ def _front_matter(lines: list[str]) -> _FrontMatter:
         fields = _load_toml(raw) if fence == "+++" else _load_yaml(raw)
     except _Unreadable as exc:
         return _FrontMatter({}, end + 1, str(exc))
-    return _FrontMatter(fields, end + 1, _access_problem(fields))
+    problem = _yaml_form_problem(raw) if fence == "---" else None
+    return _FrontMatter(fields, end + 1, problem or _access_problem(fields))
+
+
+def _looks_structured(line: str) -> bool:
+    """A line that only YAML's less common forms start with (`{...}`, `!!map`, `? key`),
+    or one naming `access` in any disguise: such a block is front
+    matter, to be read or refused, never body text that leaves the document public."""
+    stripped = line.lstrip()
+    return stripped[:1] in {"{", "!", "?"} or "access" in _skeleton(line)
+
+
+def _yaml_form_problem(raw: str) -> str | None:
+    """Front matter must be plain block `key: value` lines. Flow mappings, tags, explicit
+    `?` keys, anchors, aliases and merge keys each let a reader and PyYAML disagree on what
+    `access` says, so each one fails closed with its name as the reason."""
+    try:
+        tokens = list(yaml.scan(raw))
+    except yaml.YAMLError:
+        return None  # read by the simple `key: value` fallback, which has its own checks
+    first = next((t for t in tokens if not isinstance(t, yaml.StreamStartToken)), None)
+    if isinstance(first, yaml.FlowMappingStartToken):
+        return "front matter is a one-line {...} mapping; write one `key: value` per line"
+    for token in tokens:
+        if isinstance(token, yaml.TagToken):
+            return "front matter uses a YAML tag (!!...); write plain `key: value` lines"
+        if isinstance(token, yaml.AnchorToken | yaml.AliasToken):
+            return "front matter uses a YAML anchor or alias (& or *); write values out"
+        if (
+            isinstance(token, yaml.KeyToken)
+            and raw[token.start_mark.index : token.start_mark.index + 1] == "?"
+        ):
+            return "front matter uses an explicit `? key`; write `key: value`"
+        if isinstance(token, yaml.ScalarToken) and token.plain and token.value == "<<":
+            return "front matter uses a merge key (<<); write `access` out in full"
+    return None
+
+
+_CONFUSABLES = str.maketrans(
+    {"\u0430": "a", "\u0251": "a", "\u03b1": "a", "\u0441": "c", "\u03f2": "c",
+     "\u1d04": "c", "\u0435": "e", "\u0454": "e", "\u03b5": "e", "\u0455": "s",
+     "\ua731": "s"}
+)  # fmt: skip
+"""Letters that look like those of `access` (Cyrillic, Greek, small capitals)."""
+
+
+def _skeleton(text: str) -> str:
+    """What `text` looks like to a reader: compatibility forms folded, invisible and
+    combining characters dropped, look-alike letters mapped to Latin, lower case."""
+    folded = unicodedata.normalize("NFKD", text).casefold()
+    visible = "".join(ch for ch in folded if unicodedata.category(ch) not in {"Cf", "Mn", "Me"})
+    return visible.translate(_CONFUSABLES)
 
 
 def _flow_depth(raw: str) -> int:
@@ -296,8 +347,12 @@ def _unquote(value: str) -> str:
 def _access_problem(fields: dict[str, Any]) -> str | None:
     """Why `access` cannot be trusted, or None when it is absent or a clean list of groups."""
     for key in fields:
-        if str(key).strip().lower() == "access" and key != "access":
+        if key == "access":
+            continue
+        if str(key).strip().lower() == "access":
             return f"the access key is written {str(key)!r}; write it `access`"
+        if _skeleton(str(key)).strip() == "access":
+            return f"the access key {str(key)!r} holds hidden or look-alike characters"
     if "access" not in fields:
         return None
     value = fields["access"]

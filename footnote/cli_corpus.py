@@ -1,0 +1,269 @@
+"""`footnote add`, `remove`, `sources` and `sync [--watch]`: keep an index in step with its
+folders, files and sites. Every command prints what changed and why (`--json` for scripts)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from typing import Any
+
+EXAMPLES = """examples:
+  footnote add docs/ handbook.pdf --index .footnote/index --access engineering
+  footnote add https://example.com/docs/ --crawl --max-pages 200 --index .footnote/index
+  footnote sources --index .footnote/index --json
+  footnote remove 'drafts/*' --index .footnote/index
+  footnote sync --index .footnote/index --watch
+"""
+
+
+def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
+    def common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
+        p.add_argument(
+            "--index",
+            default=default_index(),
+            help="index directory or postgresql:// URL (default: %(default)s)",
+        )
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
+        if writes:
+            p.add_argument(
+                "--embeddings",
+                default="",
+                metavar="PROVIDER:MODEL",
+                help="must match the index; empty = offline MiniLM",
+            )
+            p.add_argument(
+                "--max-bytes", type=int, default=20_000_000, help="per document: refuse larger ones"
+            )
+            p.add_argument(
+                "--max-chunks",
+                type=int,
+                default=20_000,
+                help="per document: refuse ones giving more chunks",
+            )
+            p.add_argument(
+                "--max-seconds",
+                type=float,
+                default=300.0,
+                help="per document: parse, chunk and embed within this (0: no limit)",
+            )
+            p.add_argument(
+                "--allow-private",
+                action="store_true",
+                help="let URL sources reach loopback, private and link-local addresses",
+            )
+            p.add_argument("--quiet", action="store_true", help="no progress output")
+
+    fmt = argparse.RawDescriptionHelpFormatter
+    p = sub.add_parser(
+        "add",
+        help="add or update sources (folders, files, URLs, sites) and index what they give",
+        description="Add these sources to the index, or update how they are read, and index "
+        "what they give. Documents of other sources are never touched.",
+        epilog=EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("paths", nargs="+", metavar="PATH_OR_URL")
+    p.add_argument(
+        "--access",
+        default="",
+        metavar="GROUPS",
+        help="comma-separated groups for documents that state none",
+    )
+    p.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="only files whose path under the folder matches (repeatable)",
+    )
+    p.add_argument(
+        "--exclude",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="leave out files whose path under the folder matches (repeatable)",
+    )
+    p.add_argument(
+        "--follow-symlinks",
+        action="store_true",
+        help="follow symlinks that stay inside the sources",
+    )
+    p.add_argument(
+        "--crawl",
+        action="store_true",
+        help="a URL is the start of a site: follow its links and sitemap",
+    )
+    p.add_argument("--max-depth", type=int, default=3, help="crawl: link depth (default 3)")
+    p.add_argument("--max-pages", type=int, default=100, help="crawl: pages (default 100)")
+    p.add_argument("--any-host", action="store_true", help="crawl: follow links to other hosts")
+    common(p)
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser(
+        "remove",
+        help="remove documents (by name or glob) or whole sources from the index",
+        description="Remove documents and their chunks. SOURCE is a document name, a glob "
+        "on names, or a source's path or URL (the source is then forgotten). A document "
+        "removed from a folder that stays is excluded from later syncs.",
+        epilog=EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("patterns", nargs="+", metavar="SOURCE_OR_GLOB")
+    common(p)
+    p.set_defaults(func=cmd_remove)
+
+    p = sub.add_parser(
+        "sources",
+        help="list the index's sources and documents",
+        description="List each source (how it was added) and each document with chunks, "
+        "size, last ingested, access, and any failure with its reason.",
+        epilog=EXAMPLES,
+        formatter_class=fmt,
+    )
+    common(p, writes=False)
+    p.set_defaults(func=cmd_sources)
+
+    p = sub.add_parser(
+        "sync",
+        help="read every remembered source again and bring the index in step",
+        description="New documents added, changed ones updated, those gone from a source "
+        "removed; nothing outside the sources touched. --watch keeps doing it as files change.",
+        epilog=EXAMPLES,
+        formatter_class=fmt,
+    )
+    p.add_argument("--watch", action="store_true", help="sync again whenever a source changes")
+    p.add_argument("--debounce", type=float, default=0.5, help="--watch: wait this long (s)")
+    common(p)
+    p.set_defaults(func=cmd_sync)
+
+
+def _options(args: argparse.Namespace) -> dict[str, Any]:
+    from footnote.console import ProgressPrinter
+
+    return {
+        "embeddings": args.embeddings,
+        "max_bytes": args.max_bytes,
+        "max_chunks": args.max_chunks,
+        "max_seconds": args.max_seconds,
+        "allow_private": args.allow_private,
+        "progress": ProgressPrinter(args.quiet),
+    }
+
+
+def _report(args: argparse.Namespace, run: Callable[[], Any]) -> int:
+    from footnote.store.types import IndexError_
+
+    try:
+        summary = run()
+    except (IndexError_, ValueError) as exc:
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
+    print_summary(summary, args.index, as_json=args.json)
+    return 1 if summary.failed or summary.restricted else 0
+
+
+def print_summary(summary: Any, index: str, *, as_json: bool) -> None:
+    """What changed and why: one line of counts, then a line per change with its reason."""
+    result = summary.to_dict()
+    if as_json:
+        print(json.dumps(result, indent=2), flush=True)
+        return
+    print(
+        f"{index}: {result['added']} added, {result['updated']} updated, "
+        f"{result['unchanged']} unchanged, {result['deleted']} deleted, "
+        f"{result['failed']} failed, {result['skipped']} skipped; {summary.chunks} chunks "
+        f"({summary.embedded_chunks} embedded)",
+        flush=True,
+    )
+    for source in summary.added:
+        print(f"  added: {source}: new in its source")
+    for source in summary.updated:
+        print(f"  updated: {source}: its content changed")
+    for item in result["deletions"]:
+        print(f"  deleted: {item['source']}: {item['reason']}")
+    for error in result["errors"]:
+        print(f"  failed: {error['source']}: {error['error']}")
+    for item in result["restrictions"]:
+        print(f"  admins only: {item['source']}: {item['reason']}")
+    sys.stdout.flush()
+
+
+def cmd_add(args: argparse.Namespace) -> int:
+    from footnote.ingest import corpus
+
+    crawl = None
+    if args.crawl:
+        crawl = {
+            "max_depth": args.max_depth,
+            "max_pages": args.max_pages,
+            "same_host": not args.any_host,
+        }
+    return _report(
+        args,
+        lambda: corpus.add(
+            args.index,
+            args.paths,
+            access=[g.strip() for g in args.access.split(",") if g.strip()] or None,
+            include=args.include,
+            exclude=args.exclude,
+            follow_symlinks=args.follow_symlinks,
+            crawl=crawl,
+            **_options(args),
+        ),
+    )
+
+
+def cmd_remove(args: argparse.Namespace) -> int:
+    from footnote.ingest import corpus
+
+    return _report(args, lambda: corpus.remove(args.index, args.patterns, **_options(args)))
+
+
+def cmd_sources(args: argparse.Namespace) -> int:
+    from footnote.ingest import corpus
+
+    listing = corpus.sources(args.index)
+    if args.json:
+        print(json.dumps(listing, indent=2))
+        return 0
+    print(f"{args.index}: {len(listing['sources'])} sources, {len(listing['documents'])} documents")
+    for root in listing["sources"]:
+        extra = ", ".join(
+            f"{k} {', '.join(v)}"
+            for k, v in (
+                ("access", root["access"]),
+                ("include", root["include"]),
+                ("exclude", root["exclude"]),
+            )
+            if v
+        )
+        extra = f", {extra}" if extra else ""
+        print(f"  {root['kind']} {root['id']} ({root['documents']} documents{extra})")
+    for doc in listing["documents"]:
+        access = ",".join(doc["access"] or []) or "admins only"
+        line = (
+            f"    {doc['source']}: {doc['chunks']} chunks, {doc['size']} bytes, "
+            f"ingested {doc['ingested_at'] or 'before sources were recorded'}, access {access}"
+        )
+        if doc["restricted"]:
+            line += f" (admins only: {doc['restricted']})"
+        print(line)
+    for failure in listing["failures"]:
+        print(f"  failed: {failure['source']}: {failure['reason']}")
+    return 0
+
+
+def cmd_sync(args: argparse.Namespace) -> int:
+    from footnote.ingest import corpus
+
+    status = _report(args, lambda: corpus.sync(args.index, **_options(args)))
+    if not args.watch:
+        return status
+    try:
+        for summary in corpus.watch(args.index, debounce=args.debounce, **_options(args)):
+            print_summary(summary, args.index, as_json=args.json)
+    except KeyboardInterrupt:
+        return 0
+    return status

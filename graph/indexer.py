@@ -1,0 +1,202 @@
+"""The indexer graph: add, remove and sync an index's sources over the API, as the LangGraph
+retrieval templates serve indexing beside answering (`indexer` in langgraph.json).
+
+Served, only admins may run it: `footnote/auth.py` refuses anyone else's run with a 403
+before it starts, and the node checks the injected user again. The index, the upload folder
+and whether URLs may reach private addresses come from the server's context, never from the
+caller. `library` beside it lists, for any signed-in caller, the documents they may read.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from langgraph.config import get_stream_writer
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+
+from footnote.graph.tools import _served_user, _user_field
+from footnote.ingest import corpus
+from footnote.store.backends import default_index
+
+Action = Literal["add", "remove", "sync", "sources"]
+UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,120}")
+
+
+@dataclass(kw_only=True)
+class IndexerInput:
+    """What an admin asks of the index."""
+
+    action: Action = "sources"
+    """add: the `sources` and `uploads` given; remove: the `sources` named (names, globs,
+    roots); sync: every remembered source; sources: list them."""
+    sources: list[str] = field(default_factory=list)
+    """Paths or URLs to add, or names, globs and roots to remove."""
+    uploads: list[dict[str, str]] = field(default_factory=list)
+    """Files to add: `{"name": "x.md", "content": BASE64}`, saved in the server's upload
+    folder and added as sources."""
+    access: list[str] = field(default_factory=list)
+    """Groups for added documents that state none; empty: the index's default."""
+    include: list[str] = field(default_factory=list)
+    exclude: list[str] = field(default_factory=list)
+    crawl: dict[str, Any] | None = None
+    """For a URL: crawl the site (`max_depth`, `max_pages`, `same_host`)."""
+
+
+@dataclass(kw_only=True)
+class IndexerOutput:
+    result: dict[str, Any] = field(default_factory=dict)
+    """The summary of what changed and why (add/remove/sync), or the listing (sources)."""
+
+
+@dataclass(kw_only=True)
+class IndexerState(IndexerInput, IndexerOutput):
+    pass
+
+
+@dataclass(kw_only=True)
+class IndexerContext:
+    """Set by the server's operator; a served caller cannot change any of it."""
+
+    index_dir: str = field(
+        default_factory=default_index,
+        metadata={"description": "The index to manage (a directory or a postgresql:// URL)."},
+    )
+    embeddings: str = field(default="", metadata={"description": "Must match the index."})
+    upload_dir: str = field(
+        default_factory=lambda: os.environ.get("FOOTNOTE_UPLOAD_DIR", ".footnote/uploads"),
+        metadata={"description": "Where uploaded files are kept (they are sources to sync)."},
+    )
+    allow_private: bool = field(
+        default_factory=lambda: os.environ.get("FOOTNOTE_ALLOW_PRIVATE_URLS") == "1",
+        metadata={
+            "description": "Whether URL sources may reach loopback, private and link-local "
+            "addresses (FOOTNOTE_ALLOW_PRIVATE_URLS=1). Off by default."
+        },
+    )
+
+
+class NotAllowed(PermissionError):
+    """A served caller who is not an admin ran the indexer."""
+
+
+def _context(runtime: Runtime[Any]) -> IndexerContext:
+    value = runtime.context
+    if isinstance(value, IndexerContext):
+        return value
+    known = IndexerContext.__dataclass_fields__
+    given = value if isinstance(value, Mapping) else {}
+    return IndexerContext(**{k: v for k, v in given.items() if k in known})
+
+
+def _require_admin() -> None:
+    user = _served_user()
+    if user is not None and _user_field(user, "admin") is not True:
+        raise NotAllowed("403: only admins may manage the index's sources")
+
+
+def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
+    """Write uploaded files under `folder`, by a plain file name only (no path from the
+    request reaches the file system beyond it)."""
+    saved = []
+    for upload in uploads:
+        name = str(upload.get("name", ""))
+        if not UPLOAD_NAME.fullmatch(name) or ".." in name:
+            raise ValueError(f"upload name {name[:60]!r} must be a plain file name")
+        try:
+            data = base64.b64decode(str(upload.get("content", "")), validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"upload {name!r}: content is not base64") from exc
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / name
+        tmp = folder / f".{name}.part"
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+        saved.append(path)
+    return saved
+
+
+def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, Any]:
+    """Run the admin's action through the same write path as `footnote add/remove/sync`."""
+    _require_admin()
+    context = _context(runtime)
+    index = context.index_dir
+    if state.action == "sources":
+        return {"result": corpus.sources(index)}
+    writer = get_stream_writer()
+    options: dict[str, Any] = {
+        "embeddings": context.embeddings,
+        "allow_private": context.allow_private,
+        "progress": lambda stage, done, total: writer(
+            {"stage": stage, "done": done, "total": total}
+        ),
+    }
+    if state.action == "sync":
+        summary = corpus.sync(index, **options)
+    elif state.action == "remove":
+        summary = corpus.remove(index, state.sources, **options)
+    else:
+        saved = _save_uploads(state.uploads, Path(context.upload_dir))
+        targets: list[str | Path] = [*state.sources, *saved]
+        if not targets:
+            raise ValueError("add needs sources or uploads")
+        summary = corpus.add(
+            index,
+            targets,
+            access=state.access or None,
+            include=state.include,
+            exclude=state.exclude,
+            crawl=state.crawl,
+            **options,
+        )
+    return {"result": summary.to_dict()}
+
+
+builder = StateGraph(
+    IndexerState,
+    input_schema=IndexerInput,
+    output_schema=IndexerOutput,
+    context_schema=IndexerContext,
+)
+builder.add_node(manage)
+builder.add_edge(START, "manage")
+builder.add_edge("manage", END)
+graph = builder.compile(name="indexer")
+
+
+@dataclass(kw_only=True)
+class LibraryState:
+    documents: list[dict[str, Any]] = field(default_factory=list)
+    """The documents the caller may read: name, chunks, size, last ingested, access."""
+
+
+def list_readable(state: LibraryState, runtime: Runtime[IndexerContext]) -> dict[str, Any]:
+    """Every signed-in caller sees the documents their groups may read (an admin: all, with
+    each failure's reason)."""
+    user = _served_user()
+    admin = user is None or _user_field(user, "admin") is True
+    groups = set(_user_field(user, "groups") or []) if user is not None else set()
+    listing = corpus.sources(_context(runtime).index_dir)
+    keep = []
+    for doc in listing["documents"]:
+        if admin or (doc["access"] and groups & set(doc["access"]) and not doc["restricted"]):
+            keep.append(
+                doc
+                if admin
+                else {k: doc[k] for k in ("source", "chunks", "size", "ingested_at", "access")}
+            )
+    return {"documents": keep}
+
+
+library_builder = StateGraph(LibraryState, context_schema=IndexerContext)
+library_builder.add_node(list_readable)
+library_builder.add_edge(START, "list_readable")
+library_builder.add_edge("list_readable", END)
+library = library_builder.compile(name="library")

@@ -1,0 +1,259 @@
+"""Managing an index's corpus: add, remove, list and sync sources, and add LangChain
+`Document`s. Each is one call of `pipeline.update_index`, so every path shares its limits,
+access rules, atomic publish and writer lock, and none deletes a document it was not asked to.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from footnote.ingest.candidates import Candidate
+from footnote.ingest.documents import ParsedDocument, Section
+from footnote.ingest.pipeline import IngestSummary, update_index
+from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
+from footnote.store.backends import open_writer
+from footnote.store.types import FileRecord
+
+
+def add(
+    index: str | Path,
+    paths_or_urls: Sequence[str | Path],
+    *,
+    access: list[str] | None = None,
+    include: list[str] | None = None,
+    exclude: list[str] | None = None,
+    follow_symlinks: bool = False,
+    crawl: dict[str, Any] | None = None,
+    **options: Any,
+) -> IngestSummary:
+    """Add these sources (or update how they are read) and bring in what they give; every
+    other document stays as it is."""
+    roots = [
+        root_for(
+            p,
+            access=access,
+            include=include,
+            exclude=exclude,
+            follow_symlinks=follow_symlinks,
+            crawl=crawl,
+        )
+        for p in paths_or_urls
+    ]
+    return update_index(index, roots, **options)
+
+
+def sync(index: str | Path, **options: Any) -> IngestSummary:
+    """Read every remembered root again: new documents added, changed ones updated, those
+    gone from a root deleted; a root that cannot be read at all keeps its documents."""
+    live = open_writer(index).previous()
+    roots = read_roots(live.manifest if live is not None else None)
+    return update_index(index, roots, **options)
+
+
+def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> IngestSummary:
+    """Delete documents (and their chunks) named by source name, glob, or root path/URL.
+
+    A removed root is forgotten with all its documents. A document removed from a root that
+    stays is added to that root's excludes, so the next `sync` does not bring it back."""
+    live = open_writer(index).previous()
+    roots = read_roots(live.manifest if live is not None else None)
+    files = live.files if live is not None else {}
+    wanted = [str(p) for p in patterns]
+    absolute = [os.path.abspath(p) if not is_url(p) else p for p in wanted]
+
+    def root_matches(root: SourceRoot) -> bool:
+        return root.id in absolute or any(fnmatch.fnmatchcase(root.id, p) for p in wanted)
+
+    gone_roots = {r.id for r in roots if root_matches(r)}
+
+    def owned(source: str, record: FileRecord) -> bool:
+        return record.root in gone_roots or any(fnmatch.fnmatchcase(source, p) for p in wanted)
+
+    kept_roots = []
+    for root in roots:
+        if root.id in gone_roots:
+            continue
+        extra = sorted(
+            record.origin
+            for source, record in files.items()
+            if record.root == root.id
+            and record.origin
+            and owned(source, record)
+            and root.kind in ("folder", "file")
+            and record.origin not in root.exclude
+        )
+        if extra:
+            kept_roots.append(
+                SourceRoot.from_dict({**root.to_dict(), "exclude": [*root.exclude, *extra]})
+            )
+    return update_index(
+        index,
+        [],
+        owned=owned,
+        forget=gone_roots,
+        unread=kept_roots,
+        why_deleted="removed by `footnote remove`",
+        **options,
+    )
+
+
+def sources(index: str | Path) -> dict[str, Any]:
+    """What the index holds: each root with how it was added and its documents (chunks,
+    size, last ingested, access, admins-only reason), and each failure with its reason."""
+    live = open_writer(index).previous()
+    if live is None:
+        return {
+            "index": str(index),
+            "version": None,
+            "sources": [],
+            "documents": [],
+            "failures": [],
+        }
+    roots = read_roots(live.manifest)
+    failures = live.manifest.get("failures") or {}
+    documents = [
+        {
+            "source": source,
+            "root": record.root,
+            "origin": record.origin,
+            "chunks": len(record.chunk_ids),
+            "size": record.size,
+            "ingested_at": record.ingested_at,
+            "access": record.access,
+            "restricted": record.restricted,
+            "failure": failures.get(source),
+        }
+        for source, record in sorted(live.files.items())
+    ]
+    by_root: dict[str | None, int] = {}
+    for record in live.files.values():
+        by_root[record.root] = by_root.get(record.root, 0) + 1
+    return {
+        "index": str(index),
+        "version": live.version,
+        "default_access": live.manifest.get("default_access"),
+        "sources": [{**root.to_dict(), "documents": by_root.get(root.id, 0)} for root in roots],
+        "documents": documents,
+        "failures": [{"source": s, "reason": r} for s, r in sorted(failures.items())],
+    }
+
+
+def add_documents(
+    index: str | Path,
+    documents: Iterable[Any],
+    *,
+    name: str = "documents",
+    access: list[str] | None = None,
+    **options: Any,
+) -> IngestSummary:
+    """Index LangChain `Document`s (from any loader). Documents sharing a `source` (or
+    `url`) become one indexed document whose sections keep each one's `page` and `url`, so
+    citations point at them; a `title`, `date` or `access` in the metadata is used as front
+    matter would be (malformed access: admins only, with the reason). The batch is one
+    source root named `documents:NAME`; adding it again replaces what it gave."""
+    root = SourceRoot(id=f"documents:{name}", kind="documents", label=name, access=access)
+    groups: dict[str, list[Any]] = {}
+    for doc in documents:
+        meta = dict(getattr(doc, "metadata", {}) or {})
+        origin = str(meta.get("source") or meta.get("url") or f"document-{len(groups) + 1}")
+        groups.setdefault(origin, []).append(doc)
+    stamp = time.time()
+    candidates = [_document_candidate(root, origin, docs, stamp) for origin, docs in groups.items()]
+    return update_index(index, [root], documents={root.id: candidates}, **options)
+
+
+def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: float) -> Candidate:
+    payload = json.dumps(
+        [{"text": d.page_content, "metadata": _plain(d.metadata)} for d in docs],
+        sort_keys=True,
+        ensure_ascii=False,
+    ).encode("utf-8")
+    name = _readable_name(origin)
+    return Candidate(
+        root=root.id,
+        origin=origin,
+        name=name,
+        label=root.label,
+        read=lambda: payload,
+        parse=lambda data, source: _parsed(json.loads(data), source, name),
+        mtime=lambda: stamp,
+        access=root.access,
+    )
+
+
+def _parsed(items: list[dict[str, Any]], source: str, name: str) -> ParsedDocument:
+    from footnote.ingest.parsers.markdown import _access_problem
+
+    first = items[0]["metadata"] if items else {}
+    sections = []
+    for item in items:
+        meta = item["metadata"]
+        page = meta.get("page")
+        url = meta.get("url") or (meta.get("source") if is_url(str(meta.get("source"))) else None)
+        sections.append(
+            Section(
+                text=item["text"],
+                headings=[str(meta["section"])] if meta.get("section") else [],
+                url=str(url) if url else None,
+                # LangChain's PDF loaders count pages from 0; citations count from 1.
+                page=int(page) + 1
+                if isinstance(page, int) and not isinstance(page, bool)
+                else None,
+            )
+        )
+    sections = [s for s in sections if s.text.strip()]
+    problem = _access_problem(first)
+    access = first.get("access")
+    if isinstance(access, str):
+        access = [g.strip() for g in access.split(",")]
+    reserved = {"source", "page", "url", "title", "date", "access", "section"}
+    return ParsedDocument(
+        source=source,
+        title=str(first.get("title") or name),
+        sections=sections,
+        date=str(first["date"])[:10] if first.get("date") else None,
+        access=[] if problem else access,
+        access_problem=problem,
+        metadata={k: v for k, v in first.items() if k not in reserved},
+    )
+
+
+def _plain(meta: dict[str, Any]) -> dict[str, Any]:
+    """Metadata as JSON keeps it (dates and other objects as strings)."""
+    return json.loads(json.dumps(meta, default=str))
+
+
+def _readable_name(origin: str) -> str:
+    if is_url(origin):
+        rest = origin.split("://", 1)[1].split("#", 1)[0].rstrip("/")
+        return rest or origin
+    return Path(origin).name or origin
+
+
+def watch(
+    index: str | Path,
+    *,
+    debounce: float = 0.5,
+    stop: Any = None,
+    **options: Any,
+) -> Iterator[IngestSummary]:
+    """Sync again each time a file under a remembered folder or file root changes (watched
+    by `watchfiles`, the operating system's notifications, not polling by hand); yields each
+    sync's summary. `stop` (a `threading.Event`) ends the watch."""
+    import watchfiles
+
+    live = open_writer(index).previous()
+    roots = read_roots(live.manifest if live is not None else None)
+    paths = [r.id for r in roots if r.kind in ("folder", "file") and os.path.exists(r.id)]
+    if not paths:
+        raise ValueError(f"index {index} has no folder or file sources to watch")
+    for _changes in watchfiles.watch(
+        *paths, debounce=int(debounce * 1000), stop_event=stop, raise_interrupt=False
+    ):
+        yield sync(index, **options)

@@ -1,0 +1,105 @@
+"""The indexer graph through a real `langgraph dev` and `langgraph_sdk`: an admin adds,
+uploads, lists, syncs and removes sources; a non-admin gets 403 and sees, through the
+library graph, only the documents their groups may read; a served URL source never reaches
+loopback unless the operator allows it."""
+
+from __future__ import annotations
+
+import base64
+import shutil
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_sync_client
+from langgraph_sdk.client import SyncLangGraphClient
+
+from footnote.ingest.pipeline import ingest
+from footnote.server import ServerFailed, running_server
+from tests.conftest import HANDBOOK
+from tests.served import USERS, api_key_team
+from tests.test_served_auth import refusal
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Indexer:
+    clients: dict[str, SyncLangGraphClient]
+    root: Path
+    uploads: Path
+    index: Path
+
+
+@pytest.fixture(scope="module")
+def indexer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexer]:
+    root = tmp_path_factory.mktemp("indexer")
+    corpus = root / "handbook"
+    shutil.copytree(HANDBOOK, corpus)
+    index = root / "index"
+    assert not ingest([corpus], index).failed
+    team = api_key_team(root)
+    uploads = root / "uploads"
+    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads)}
+    try:
+        with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as server:
+            clients = {u: get_sync_client(url=server.url, headers=team.headers(u)) for u in USERS}
+            yield Indexer(clients, root, uploads, index)
+    except ServerFailed as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def run(client: SyncLangGraphClient, graph: str, **state: Any) -> dict[str, Any]:
+    return client.runs.wait(None, graph, input=state)  # type: ignore[return-value]
+
+
+def test_admin_manages_sources_and_others_get_403(indexer: Indexer) -> None:
+    admin, alice = indexer.clients["root"], indexer.clients["alice"]
+    status, body = refusal(lambda: run(alice, "indexer", action="sync"))
+    assert status == 403 and "only admins" in body
+    status, _ = refusal(lambda: run(alice, "indexer", action="sources"))
+    assert status == 403
+    status, _ = refusal(lambda: alice.assistants.create("indexer"))
+    assert status == 403  # no other assistant can open a way around the check
+
+    extra = indexer.root / "extra"
+    extra.mkdir()
+    (extra / "ops.md").write_text("---\naccess: [engineering]\n---\n# Ops\n\nThe wombat runbook.\n")
+    added = run(admin, "indexer", action="add", sources=[str(extra)])["result"]
+    assert added["added"] == 1 and added["deleted"] == 0
+    note = base64.b64encode(b"# Upload\n\nThe uploaded quoll memo.\n").decode()
+    uploaded = run(
+        admin, "indexer", action="add", uploads=[{"name": "memo.md", "content": note}],
+        access=["hr"],
+    )["result"]  # fmt: skip
+    assert uploaded["files"]["added"] == ["memo.md"] and (indexer.uploads / "memo.md").is_file()
+    with pytest.raises(Exception, match="must be a plain file name"):
+        run(admin, "indexer", action="add", uploads=[{"name": "../x.md", "content": note}])
+
+    listing = run(admin, "indexer", action="sources")["result"]
+    kinds = {s["id"]: s["kind"] for s in listing["sources"]}
+    assert kinds[str(extra)] == "folder" and kinds[str(indexer.uploads / "memo.md")] == "file"
+    sources = {d["source"] for d in listing["documents"]}
+    assert {"ops.md", "memo.md", "keys.md"} <= sources
+
+    seen = {d["source"] for d in run(alice, "library")["documents"]}
+    assert "ops.md" in seen and "keys.md" in seen and "memo.md" not in seen
+    bob = {d["source"] for d in run(indexer.clients["bob"], "library")["documents"]}
+    assert "memo.md" in bob and "ops.md" not in bob
+
+    (extra / "ops.md").unlink()
+    synced = run(admin, "indexer", action="sync")["result"]
+    assert synced["deletions"] == [{"source": "ops.md", "reason": f"no longer in {extra}"}]
+    removed = run(admin, "indexer", action="remove", sources=["memo.md"])["result"]
+    assert removed["files"]["deleted"] == ["memo.md"]
+
+
+def test_served_url_sources_never_reach_loopback(indexer: Indexer) -> None:
+    admin = indexer.clients["root"]
+    result = run(admin, "indexer", action="add", sources=["http://127.0.0.1:9/secret.html"])
+    errors = {e["source"]: e["error"] for e in result["result"]["errors"]}
+    assert "loopback, private or link-local" in errors["http://127.0.0.1:9/secret.html"]
+    metadata = run(admin, "indexer", action="add", sources=["http://169.254.169.254/latest/"])
+    assert "loopback, private or link-local" in str(metadata["result"]["errors"])

@@ -1,0 +1,103 @@
+"""The Sources view of the chat page in headless Chromium against `langgraph dev`: an admin
+uploads a file with access groups, adds a URL (refused: loopback, with its reason shown),
+removes a document and syncs, with progress; a non-admin sees only what they may read and
+no admin controls."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from footnote.ingest.pipeline import ingest
+from tests.conftest import HANDBOOK
+from tests.test_server import stop
+from tests.test_webui import Page, chromium, require_browser, sign_in, start_server
+
+pytestmark = [pytest.mark.integration, pytest.mark.browser]
+
+
+@pytest.fixture(scope="module")
+def admin_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[str, dict[str, str], Path]]:
+    from footnote.credentials import write_api_keys
+
+    paths = require_browser()
+    workdir = tmp_path_factory.mktemp("sources-view")
+    corpus = workdir / "handbook"
+    shutil.copytree(HANDBOOK, corpus)
+    index = workdir / "index"
+    assert not ingest([corpus], index).failed
+    keys = write_api_keys(
+        workdir / "keys.json",
+        {"root": {"groups": [], "admin": True}, "alice": {"groups": ["engineering"]}},
+    )
+    env = {"FOOTNOTE_API_KEYS": str(workdir / "keys.json"),
+           "FOOTNOTE_UPLOAD_DIR": str(workdir / "uploads")}  # fmt: skip
+    process, url = start_server(index, workdir, env)
+    try:
+        yield url, keys, paths  # type: ignore[misc]
+    finally:
+        stop(process)
+
+
+def open_sources(page: Page, key: str) -> None:
+    page.open()
+    sign_in(page, key)
+    page.ready()
+    page.find("#library-open").click()
+    page.until(lambda: rows(page), "no documents listed")
+
+
+def rows(page: Page) -> list[str]:
+    """Read in one script: the table is re-rendered after each action."""
+    script = "return [...document.querySelectorAll('#library-rows tr')].map(r => r.dataset.source)"
+    return list(page.driver.execute_script(script))
+
+
+def status(page: Page) -> str:
+    return page.find("#library-status").text
+
+
+def test_admin_uploads_adds_removes_and_syncs(admin_server: tuple, tmp_path: Path) -> None:
+    url, keys, paths = admin_server
+    upload = tmp_path / "leave.md"
+    upload.write_text("# Leave\n\nParental leave is twenty weeks for the hr team.\n")
+    with chromium(paths) as driver:
+        page = Page(driver, url)
+        open_sources(page, keys["root"])
+        assert page.find("#library-admin").is_displayed()
+        assert "keys.md" in rows(page)
+        page.find("#library-file").send_keys(str(upload))
+        page.find("#library-groups").send_keys("hr")
+        page.find("#library-upload button[type=submit]").click()
+        page.until(lambda: status(page).startswith("Done: 1 added"), "upload did not finish")
+        script = "return document.querySelector('tr[data-source=\"leave.md\"]').textContent"
+        assert "hr" in page.driver.execute_script(script)
+        page.find("#library-url").send_keys("http://127.0.0.1:9/private.html")
+        page.find("#library-add-url button[type=submit]").click()
+        page.until(lambda: status(page).startswith("Done:"), "adding the URL did not finish")
+        assert "loopback, private or link-local" in status(page)
+        failures = page.find("#library-failures").text
+        assert "http://127.0.0.1:9/private.html" in failures
+        page.find('button[aria-label="Remove vpn.md"]').click()
+        page.until(lambda: "vpn.md" not in rows(page), "vpn.md was not removed")
+        assert "removed by `footnote remove`" in status(page)
+        page.find("#library-sync").click()
+        page.until(lambda: status(page).startswith("Done:"), "the sync did not finish")
+        assert "0 added" in status(page) and "vpn.md" not in rows(page)
+        page.screenshot("sources-view-admin")
+
+
+def test_a_reader_sees_only_what_they_may_read(admin_server: tuple) -> None:
+    url, keys, paths = admin_server
+    with chromium(paths) as driver:
+        page = Page(driver, url)
+        open_sources(page, keys["alice"])
+        page.until(lambda: "may read" in status(page), "the reader's listing did not load")
+        assert not page.find("#library-admin").is_displayed()
+        assert "keys.md" in rows(page) and "leave.md" not in rows(page)
+        assert not page.find_all('button[aria-label^="Remove"]')
