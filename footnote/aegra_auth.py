@@ -12,6 +12,13 @@ The rules are `footnote.auth`'s, reused; only the calling convention differs:
 - thread metadata (owner, access scope) is likewise returned as `{"metadata": ...}`, which
   Aegra both stores on create and applies as a filter on reads.
 
+- Aegra stores `user.identity` as a thread's `user_id` and `owner` itself, so the identity it
+  gets is already the issuer-namespaced owner (`api_key:alice`, `jwt:alice`: `aegra_user`);
+- Aegra has no oracle-free create: a thread or assistant id taken by someone else answers
+  409 there, so the create handlers answer 404 first (`_taken_by_another`);
+- Aegra's run models drop `webhook` silently (it delivers none): `footnote.aegra_app`
+  refuses one from the raw request, as the dev server's `create_run` does.
+
 Aegra *fails open* when this module cannot be imported (every caller becomes `anonymous`):
 `footnote.production` refuses to serve unless an unauthenticated probe is refused.
 """
@@ -25,7 +32,7 @@ from typing import Any
 from langgraph_sdk import Auth
 
 from footnote import auth as served
-from footnote.credentials import Unauthenticated
+from footnote.credentials import Identity, Unauthenticated
 from footnote.graph.context import Context
 from footnote.settings import ContextRefused
 
@@ -46,21 +53,50 @@ async def authenticate(headers: Mapping[str, str] | None) -> Auth.types.MinimalU
         )
     except Unauthenticated as exc:
         raise Auth.exceptions.HTTPException(status_code=401, detail=str(exc)) from None
-    return identity.as_user()  # type: ignore[return-value]
+    return aegra_user(identity)  # type: ignore[return-value]
 
 
-def _field(user: Any, name: str) -> Any:
-    return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
+def aegra_user(identity: Identity) -> dict[str, Any]:
+    """The user Aegra gets: `identity` is the owner, one namespace per issuer, because Aegra
+    files threads and assistants under it (`footnote.auth._owned` adds the issuer itself)."""
+    return {**identity.as_user(), "identity": identity.owner}
 
 
 def owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
-    """The caller's identity and access scope; 403 for a user `authenticate` did not make."""
+    """The caller's owner name and access scope; 403 for a user `authenticate` did not make."""
     user = ctx.user
-    if _field(user, "auth_method") not in _METHODS:
+    if served.user_field(user, "auth_method") not in _METHODS:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail="this caller was not authenticated by Footnote"
         )
-    return {served.OWNER: str(_field(user, "identity")), served.SCOPE: str(_field(user, "scope"))}
+    return {
+        served.OWNER: str(served.user_field(user, "identity")),
+        served.SCOPE: str(served.user_field(user, "scope")),
+    }
+
+
+async def _taken_by_another(kind: str, resource_id: Any, owner: str) -> bool:
+    """Whether a thread or assistant id exists under another owner (the server's own
+    assistants included): its create answers 404, as for any id the caller cannot see."""
+    if not resource_id:
+        return False
+    from aegra_api.core.orm import Assistant, Thread, get_session_maker
+    from sqlalchemy import select
+
+    table: Any = Thread if kind == "threads" else Assistant
+    column = table.thread_id if kind == "threads" else table.assistant_id
+    async with get_session_maker()() as session:
+        found = await session.scalar(select(table.user_id).where(column == str(resource_id)))
+    return found is not None and found != owner
+
+
+async def _refuse_taken(ctx: Auth.types.AuthContext, value: Any, owner: str) -> None:
+    key = "thread_id" if ctx.resource == "threads" else "assistant_id"
+    if await _taken_by_another(ctx.resource, value.get(key), owner):
+        noun = "Thread" if ctx.resource == "threads" else "Assistant"
+        raise Auth.exceptions.HTTPException(
+            status_code=404, detail=f"{noun} '{value.get(key)}' not found"
+        )
 
 
 def _refuse(exc: ContextRefused) -> Auth.exceptions.HTTPException:
@@ -95,7 +131,9 @@ def enforce_server_settings(context: Any) -> None:
 
 
 def _claim_metadata(value: Mapping[str, Any], mine: dict[str, str]) -> dict[str, Any]:
-    """The request's metadata with the caller's ownership; 403 if it names another."""
+    """The request's metadata with the caller's ownership; 403 if it names another or sets
+    one the server reserves (`created_by`)."""
+    served.refuse_reserved(value.get("metadata"))
     metadata = dict(value.get("metadata") or {})
     for key, own in mine.items():
         if metadata.get(key, own) != own:
@@ -114,7 +152,10 @@ async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
 
 
 async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
-    return {"metadata": _claim_metadata(value, owned(ctx))}
+    mine = owned(ctx)
+    claimed = _claim_metadata(value, mine)
+    await _refuse_taken(ctx, value, mine[served.OWNER])
+    return {"metadata": claimed}
 
 
 async def read_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
@@ -128,24 +169,39 @@ async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> None:
 
 
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
-    """A run with the operator's settings pinned and the caller's choices validated."""
+    """A run with the operator's settings pinned and the caller's choices validated; on a
+    corpus graph (`footnote.auth.CORPUS_GRAPHS`), the context `footnote.auth` gives it."""
     mine = owned(ctx)
     _claim_metadata(value, mine)
     config = value.get("config") or {}
     configurable = config.get("configurable") or {}
     if not isinstance(configurable, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run config")
+    chosen = {k: v for k, v in configurable.items() if k not in _RUN_KEYS}
     try:
-        checked_context({k: v for k, v in configurable.items() if k not in _RUN_KEYS})
-        context = checked_context(value.get("context"))
+        corpus_graph = served.corpus_graph_of(value.get("assistant_id"))
+        if corpus_graph is not None:
+            served.corpus_context(ctx, corpus_graph, chosen)
+            context = served.corpus_context(ctx, corpus_graph, value.get("context"))
+        else:
+            checked_context(chosen)
+            context = checked_context(value.get("context"))
     except ContextRefused as exc:
         raise _refuse(exc) from None
     return {"context": context}
 
 
 async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
-    """An assistant may carry a caller's retrieval choices, never server-owned settings."""
+    """An assistant may carry a caller's retrieval choices, never server-owned settings, and
+    none runs a corpus graph (those run only through the server's own assistants)."""
     mine = owned(ctx)
+    served.refuse_reserved(value.get("metadata"))
+    if value.get("graph_id") in served.CORPUS_GRAPHS:
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="the corpus graphs run only through the server's assistants"
+        )
+    if ctx.action == "create":
+        await _refuse_taken(ctx, value, mine[served.OWNER])
     if "metadata" in value or ctx.action == "create":
         value["metadata"] = _claim_metadata(value, mine)  # Aegra keeps this edit
     config = value.get("config") or {}

@@ -75,6 +75,11 @@ def authenticate(headers: dict[bytes, bytes] | None) -> Auth.types.MinimalUserDi
     return identity.as_user()  # type: ignore[return-value]
 
 
+def user_field(user: Any, name: str) -> Any:
+    """A field of the authenticated user: a dict under `langgraph dev`, a model under Aegra."""
+    return user.get(name) if hasattr(user, "get") else getattr(user, name, None)
+
+
 def _owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
     """The metadata that marks the caller's own resources: its identity and access scope.
 
@@ -83,13 +88,12 @@ def _owned(ctx: Auth.types.AuthContext) -> dict[str, str]:
     nothing and reaches nothing.
     """
     user = ctx.user
-    fields: Any = user if hasattr(user, "get") else {}
-    if isinstance(user, Auth.types.StudioUser) or fields.get("auth_method") not in _METHODS:
+    if isinstance(user, Auth.types.StudioUser) or user_field(user, "auth_method") not in _METHODS:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail="this caller was not authenticated by Footnote"
         )
-    owner = f"{fields.get('auth_method')}:{user.identity}"  # one namespace per issuer
-    return {OWNER: owner, SCOPE: str(fields.get("scope", ""))}
+    owner = f"{user_field(user, 'auth_method')}:{user.identity}"  # one namespace per issuer
+    return {OWNER: owner, SCOPE: str(user_field(user, "scope") or "")}
 
 
 def _claim(value: Any, owned: dict[str, str]) -> None:
@@ -97,7 +101,7 @@ def _claim(value: Any, owned: dict[str, str]) -> None:
     metadata = value.get("metadata")
     if metadata is None:
         metadata = value["metadata"] = {}
-    _reserved(metadata)
+    refuse_reserved(metadata)
     for key, mine in owned.items():
         if metadata.get(key, mine) != mine:
             raise Auth.exceptions.HTTPException(
@@ -106,7 +110,7 @@ def _claim(value: Any, owned: dict[str, str]) -> None:
     metadata.update(owned)
 
 
-def _reserved(metadata: Any) -> None:
+def refuse_reserved(metadata: Any) -> None:
     if isinstance(metadata, dict) and (taken := sorted(set(metadata) & set(RESERVED_METADATA))):
         raise Auth.exceptions.HTTPException(
             status_code=403, detail=f"metadata {taken[0]!r} is set by the server"
@@ -138,7 +142,7 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
 
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     owned = _owned(ctx)
-    _reserved(value.get("metadata"))
+    refuse_reserved(value.get("metadata"))
     if set(owned) & set(value.get("metadata") or {}):
         _claim(value, owned)
     return owned
@@ -158,9 +162,9 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
     try:
         SETTINGS.webhook(kwargs.get("webhook"))
-        corpus_graph = _corpus_graph(value.get("assistant_id"))
+        corpus_graph = corpus_graph_of(value.get("assistant_id"))
         if corpus_graph is not None:
-            kwargs["context"] = _corpus_context(ctx, corpus_graph, kwargs.get("context"))
+            kwargs["context"] = corpus_context(ctx, corpus_graph, kwargs.get("context"))
         else:
             kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
     except ContextRefused as exc:
@@ -172,24 +176,32 @@ CORPUS_GRAPHS = ("indexer", "library")
 """Graphs that manage (indexer: admins only) or list (library) the index's documents."""
 
 
-def _corpus_graph(assistant_id: Any) -> str | None:
+def _graph_namespace() -> Any:
+    """The namespace the runtime names a graph's own assistant in (uuid5 of the graph id):
+    `langgraph dev`'s, or Aegra's in production (the same UUID today, read from each)."""
+    try:
+        from langgraph_api.graph import NAMESPACE_GRAPH  # type: ignore[import-untyped]
+    except ImportError:  # production: Aegra
+        from aegra_api.constants import ASSISTANT_NAMESPACE_UUID as NAMESPACE_GRAPH
+    return NAMESPACE_GRAPH
+
+
+def corpus_graph_of(assistant_id: Any) -> str | None:
     """Which corpus graph a run's assistant is, if any. Only the server's own assistants run
     them: `write_assistant` refuses any other assistant on these graphs."""
     from uuid import uuid5
 
-    from langgraph_api.graph import NAMESPACE_GRAPH  # type: ignore[import-untyped]
-
+    namespace = _graph_namespace()
     for graph_id in CORPUS_GRAPHS:
-        if str(assistant_id) in (graph_id, str(uuid5(NAMESPACE_GRAPH, graph_id))):
+        if str(assistant_id) in (graph_id, str(uuid5(namespace, graph_id))):
             return graph_id
     return None
 
 
-def _corpus_context(ctx: Auth.types.AuthContext, graph_id: str, requested: Any) -> dict[str, Any]:
+def corpus_context(ctx: Auth.types.AuthContext, graph_id: str, requested: Any) -> dict[str, Any]:
     """The indexer's context: admins only (403 for anyone else), the index chosen by name
     among the operator's, everything else the server's own."""
-    fields: Any = ctx.user if hasattr(ctx.user, "get") else {}
-    if graph_id == "indexer" and fields.get("admin") is not True:
+    if graph_id == "indexer" and user_field(ctx.user, "admin") is not True:
         raise ContextRefused(403, "only admins may add, remove or sync the index's sources")
     chosen = requested if isinstance(requested, dict) else {}
     unknown = sorted(set(chosen) - {"index_dir"})
@@ -206,7 +218,7 @@ async def write_assistant(ctx: Auth.types.AuthContext, value: Any) -> dict[str, 
     the checked context: the dicts the server will store are rewritten in place.
     """
     owned = _owned(ctx)
-    _reserved(value.get("metadata"))
+    refuse_reserved(value.get("metadata"))
     if value.get("graph_id") in CORPUS_GRAPHS:
         raise Auth.exceptions.HTTPException(
             status_code=403, detail="the corpus graphs run only through the server's assistants"

@@ -88,10 +88,16 @@ AUTH_PATH = "footnote.aegra_auth:auth"
 
 
 def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
-    """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module."""
+    """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module. The
+    corpus graphs are langgraph.json's (`footnote.auth.CORPUS_GRAPHS`)."""
     app_file = _installed_file("footnote.aegra_app")
+    indexer_file = _installed_file("footnote.graph.indexer")
     data = {
-        "graphs": {GRAPH_ID: f"{app_file}:make_graph"},
+        "graphs": {
+            GRAPH_ID: f"{app_file}:make_graph",
+            "indexer": f"{indexer_file}:graph",
+            "library": f"{indexer_file}:library",
+        },
         "auth": {"path": auth_path},
         "http": {"app": f"{app_file}:app", "cors": CORS},
     }

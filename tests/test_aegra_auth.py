@@ -28,7 +28,9 @@ class AegraUser:
 @pytest.fixture
 def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     path = tmp_path / "keys.json"
-    issued = write_api_keys(path, {"alice": {"groups": ["engineering"]}})
+    issued = write_api_keys(
+        path, {"alice": {"groups": ["engineering"]}, "root": {"groups": [], "admin": True}}
+    )
     monkeypatch.setattr(
         served, "CREDENTIALS", Credentials.from_env({"FOOTNOTE_API_KEYS": str(path)})
     )
@@ -42,15 +44,15 @@ def context_for(user: Any, action: str = "create_run") -> Auth.types.AuthContext
     return Auth.types.AuthContext(user=user, resource="threads", action=action, permissions=[])  # type: ignore[arg-type]
 
 
-def alice(keys: dict[str, str]) -> AegraUser:
-    user = asyncio.run(aegra_auth.authenticate({"Authorization": f"Bearer {keys['alice']}"}))
+def alice(keys: dict[str, str], name: str = "alice") -> AegraUser:
+    user = asyncio.run(aegra_auth.authenticate({"Authorization": f"Bearer {keys[name]}"}))
     return AegraUser(**user)
 
 
 def test_authenticate_reads_str_headers_in_any_case(keys: dict[str, str]) -> None:
     user = asyncio.run(aegra_auth.authenticate({"X-Api-Key": keys["alice"]}))
 
-    assert user["identity"] == "alice" and "engineering" in user["groups"]  # type: ignore[typeddict-item]
+    assert user["identity"] == "api_key:alice" and "engineering" in user["groups"]  # type: ignore[typeddict-item]
     with pytest.raises(Auth.exceptions.HTTPException) as refused:
         asyncio.run(aegra_auth.authenticate({"authorization": "Bearer fn_not_a_key"}))
     assert refused.value.status_code == 401
@@ -114,7 +116,7 @@ def test_owner_metadata_is_returned_and_foreign_owners_refused(keys: dict[str, s
     user = alice(keys)
 
     made = asyncio.run(aegra_auth.create_thread(context_for(user, "create"), {"metadata": {}}))
-    assert made == {"metadata": {"owner": "alice", "access_scope": user.scope}}
+    assert made == {"metadata": {"owner": "api_key:alice", "access_scope": user.scope}}
     with pytest.raises(Auth.exceptions.HTTPException) as refused:
         asyncio.run(
             aegra_auth.create_thread(context_for(user, "create"), {"metadata": {"owner": "bob"}})
@@ -123,3 +125,59 @@ def test_owner_metadata_is_returned_and_foreign_owners_refused(keys: dict[str, s
     stranger = AegraUser(identity="eve", scope="")  # not made by `authenticate`
     with pytest.raises(Auth.exceptions.HTTPException):
         asyncio.run(aegra_auth.read_threads(context_for(stranger, "read"), {}))
+
+
+def test_the_owner_aegra_files_under_names_the_issuer() -> None:
+    """Aegra stores `identity` as a thread's user_id and owner: the key file's alice and a
+    token's alice are two owners, as on the dev server."""
+    from footnote.credentials import Identity
+
+    by_key = aegra_auth.aegra_user(Identity("alice", method="api_key"))
+    by_token = aegra_auth.aegra_user(Identity("alice", method="jwt"))
+
+    assert (by_key["identity"], by_token["identity"]) == ("api_key:alice", "jwt:alice")
+    assert by_key["display_name"] == "alice"
+
+
+def test_reserved_metadata_is_refused_everywhere(keys: dict[str, str]) -> None:
+    user, system = alice(keys), {"metadata": {"created_by": "system"}}
+    calls = [
+        (aegra_auth.create_thread, "create"),
+        (aegra_auth.update_thread, "update"),
+        (aegra_auth.create_run, "create_run"),
+    ]
+    for handler, action in calls:
+        with pytest.raises(Auth.exceptions.HTTPException) as refused:
+            asyncio.run(handler(context_for(user, action), {**system, "config": {}}))
+        assert refused.value.status_code == 403, handler
+    assistant = Auth.types.AuthContext(user=user, resource="assistants", action="update", permissions=[])  # type: ignore[arg-type]
+    with pytest.raises(Auth.exceptions.HTTPException) as refused:
+        asyncio.run(aegra_auth.write_assistant(assistant, {**system, "graph_id": "footnote"}))
+    assert refused.value.status_code == 403
+
+
+def test_the_indexer_runs_for_admins_only_with_the_operators_index(keys: dict[str, str]) -> None:
+    value = {"assistant_id": "indexer", "context": None, "config": {}}
+    with pytest.raises(Auth.exceptions.HTTPException) as refused:
+        asyncio.run(aegra_auth.create_run(context_for(alice(keys)), value))
+    assert refused.value.status_code == 403
+
+    admin = alice(keys, "root")
+    result = asyncio.run(aegra_auth.create_run(context_for(admin), value))
+    assert result["context"] == {
+        "index_dir": served.SETTINGS.fixed()["index_dir"],
+        "embeddings": served.SETTINGS.embeddings,
+    }
+    for sneaked in ({"context": {"embeddings": "x"}}, {"config": {"configurable": {"x": 1}}}):
+        with pytest.raises(Auth.exceptions.HTTPException) as refused:
+            asyncio.run(aegra_auth.create_run(context_for(admin), {**value, **sneaked}))
+        assert refused.value.status_code == 403, sneaked
+    library = asyncio.run(
+        aegra_auth.create_run(context_for(alice(keys)), {**value, "assistant_id": "library"})
+    )
+    assert set(library["context"]) == {"index_dir", "embeddings"}
+    for graph in ("indexer", "library"):
+        creating = Auth.types.AuthContext(user=admin, resource="assistants", action="create", permissions=[])  # type: ignore[arg-type]
+        with pytest.raises(Auth.exceptions.HTTPException) as refused:
+            asyncio.run(aegra_auth.write_assistant(creating, {"graph_id": graph}))
+        assert refused.value.status_code == 403
