@@ -40,8 +40,10 @@ def keys(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
     return issued
 
 
-def context_for(user: Any, action: str = "create_run") -> Auth.types.AuthContext:
-    return Auth.types.AuthContext(user=user, resource="threads", action=action, permissions=[])  # type: ignore[arg-type]
+def context_for(
+    user: Any, action: str = "create_run", resource: str = "threads"
+) -> Auth.types.AuthContext:
+    return Auth.types.AuthContext(user=user, resource=resource, action=action, permissions=[])  # type: ignore[arg-type]
 
 
 def alice(keys: dict[str, str], name: str = "alice") -> AegraUser:
@@ -150,7 +152,7 @@ def test_reserved_metadata_is_refused_everywhere(keys: dict[str, str]) -> None:
         with pytest.raises(Auth.exceptions.HTTPException) as refused:
             asyncio.run(handler(context_for(user, action), {**system, "config": {}}))
         assert refused.value.status_code == 403, handler
-    assistant = Auth.types.AuthContext(user=user, resource="assistants", action="update", permissions=[])  # type: ignore[arg-type]
+    assistant = context_for(user, "update", "assistants")
     with pytest.raises(Auth.exceptions.HTTPException) as refused:
         asyncio.run(aegra_auth.write_assistant(assistant, {**system, "graph_id": "footnote"}))
     assert refused.value.status_code == 403
@@ -177,7 +179,7 @@ def test_the_indexer_runs_for_admins_only_with_the_operators_index(keys: dict[st
     )
     assert set(library["context"]) == {"index_dir", "embeddings"}
     for graph in ("indexer", "library"):
-        creating = Auth.types.AuthContext(user=admin, resource="assistants", action="create", permissions=[])  # type: ignore[arg-type]
+        creating = context_for(admin, "create", "assistants")
         with pytest.raises(Auth.exceptions.HTTPException) as refused:
             asyncio.run(aegra_auth.write_assistant(creating, {"graph_id": graph}))
         assert refused.value.status_code == 403
