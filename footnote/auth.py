@@ -28,6 +28,7 @@ the server at start with one line that says what is wrong.
 from __future__ import annotations
 
 from typing import Any
+from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth
 
@@ -176,24 +177,17 @@ CORPUS_GRAPHS = ("indexer", "library")
 """Graphs that manage (indexer: admins only) or list (library) the index's documents."""
 
 
-def _graph_namespace() -> Any:
-    """The namespace the runtime names a graph's own assistant in (uuid5 of the graph id):
-    `langgraph dev`'s, or Aegra's in production (the same UUID today, read from each)."""
-    try:
-        from langgraph_api.graph import NAMESPACE_GRAPH  # type: ignore[import-untyped]
-    except ImportError:  # production: Aegra
-        from aegra_api.constants import ASSISTANT_NAMESPACE_UUID as NAMESPACE_GRAPH
-    return NAMESPACE_GRAPH
+GRAPH_NAMESPACE = UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+"""The namespace both runtimes name a graph's own assistant in (uuid5 of the graph id):
+`langgraph_api.graph.NAMESPACE_GRAPH` and Aegra's `ASSISTANT_NAMESPACE_UUID` (tests compare
+it with each). A constant here: importing langgraph_api outside its server needs its config."""
 
 
 def corpus_graph_of(assistant_id: Any) -> str | None:
     """Which corpus graph a run's assistant is, if any. Only the server's own assistants run
     them: `write_assistant` refuses any other assistant on these graphs."""
-    from uuid import uuid5
-
-    namespace = _graph_namespace()
     for graph_id in CORPUS_GRAPHS:
-        if str(assistant_id) in (graph_id, str(uuid5(namespace, graph_id))):
+        if str(assistant_id) in (graph_id, str(uuid5(GRAPH_NAMESPACE, graph_id))):
             return graph_id
     return None
 

@@ -183,3 +183,18 @@ def test_the_indexer_runs_for_admins_only_with_the_operators_index(keys: dict[st
         with pytest.raises(Auth.exceptions.HTTPException) as refused:
             asyncio.run(aegra_auth.write_assistant(creating, {"graph_id": graph}))
         assert refused.value.status_code == 403
+
+
+def test_a_corpus_graphs_own_assistant_is_known_by_its_id() -> None:
+    """The dev runtime names a graph's assistant in the namespace `footnote.auth` keeps (the
+    production half: tests/test_production_parity.py)."""
+    import importlib.util
+    from uuid import uuid5
+
+    spec = importlib.util.find_spec("langgraph_api")
+    assert spec is not None and spec.submodule_search_locations
+    source = (Path(spec.submodule_search_locations[0]) / "graph.py").read_text()
+    assert f'NAMESPACE_GRAPH = UUID("{served.GRAPH_NAMESPACE}")' in source
+    assert served.corpus_graph_of(uuid5(served.GRAPH_NAMESPACE, "indexer")) == "indexer"
+    assert served.corpus_graph_of("library") == "library"
+    assert served.corpus_graph_of(uuid5(served.GRAPH_NAMESPACE, "footnote")) is None

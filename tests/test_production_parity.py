@@ -7,13 +7,15 @@ Where a dev check applies unchanged, it is the same function, called on this ser
 
 from __future__ import annotations
 
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
-from footnote.production import ProductionError, running_deployment
+from footnote.auth import GRAPH_NAMESPACE
+from footnote.production import ProductionError, production_python, running_deployment
 from tests import test_closed_routes as dev
 from tests.served import api_key_team, jwt_team
 from tests.test_served_auth import refusal
@@ -83,3 +85,13 @@ def test_feedback_routes_and_page_assets_are_served(served: dev.Served) -> None:
     for issuer in ("keys", "jwts"):
         me = httpx.get(served.url + "/feedback/me", headers=served.headers("alice", issuer))
         assert me.status_code == 200, (issuer, me.text)
+
+
+def test_aegra_names_a_graphs_assistant_in_footnotes_namespace() -> None:
+    """`footnote.auth.corpus_graph_of` knows the corpus graphs' own assistants by id."""
+    printed = subprocess.run(
+        [production_python(), "-c",
+         "from aegra_api.constants import ASSISTANT_NAMESPACE_UUID as n; print(n)"],
+        capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    assert printed == str(GRAPH_NAMESPACE)
