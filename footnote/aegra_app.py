@@ -211,10 +211,9 @@ class RunWebhooks:
             request = {}
         requests = request if isinstance(request, list) else [request]
         hooks = [r.get("webhook") for r in requests if isinstance(r, dict)]
+        asked = any(hook not in (None, "") for hook in hooks)
         # Without credentials: on to Aegra, which answers 401.
-        if any(hook not in (None, "") for hook in hooks) and await asyncio.to_thread(
-            _caller, scope
-        ):
+        if asked and await asyncio.to_thread(_caller, scope) is not None:
             try:
                 for hook in hooks:
                     served.SETTINGS.webhook(hook)
