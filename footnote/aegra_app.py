@@ -129,6 +129,11 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
         if not message.get("more_body"):
             break
     body = b"".join(chunks)
+    return body, _replay(body, receive)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A `receive` that hands `body` on downstream, then whatever comes next."""
     sent = False
 
     async def replay() -> Message:
@@ -138,7 +143,7 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
             return {"type": "http.request", "body": body, "more_body": False}
         return await receive()
 
-    return body, replay
+    return replay
 
 
 _THREAD_PATH = re.compile(r"^/threads/(?!(?:search|prune|count)(?:/|$))([^/]+)(?:/|$)")
@@ -229,6 +234,56 @@ _ANY_RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream|/batch)?/
 """Paths that create a run (on a thread, or stateless)."""
 
 
+class AssistantContexts:
+    """An assistant stores its checked context (`ServerSettings.check`: names the graph does
+    not know dropped), as on the dev server, where `footnote.auth.write_assistant` rewrites
+    it in place. Aegra ignores such edits, so the request body is rewritten here; a context
+    that `check` refuses goes on unchanged, and `footnote.aegra_auth` refuses it."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path, method = scope.get("path", ""), scope.get("method")
+        if scope["type"] == "http" and (
+            (method == "POST" and _ASSISTANTS.match(path))
+            or (method == "PATCH" and _ONE_ASSISTANT.match(path))
+        ):
+            body, receive = await _buffered(receive)
+            checked = _checked_assistant(body)
+            if checked is not None:
+                receive = _replay(checked, receive)
+                headers = [(k, v) for k, v in scope["headers"] if k.lower() != b"content-length"]
+                headers.append((b"content-length", str(len(checked)).encode()))
+                scope = {**scope, "headers": headers}
+        await self.app(scope, receive, send)
+
+
+_ASSISTANTS = re.compile(r"^/assistants/?$")
+_ONE_ASSISTANT = re.compile(r"^/assistants/(?!(?:search|count)/?$)[^/]+/?$")
+
+
+def _checked_assistant(body: bytes) -> bytes | None:
+    """The request with its stored contexts checked; None to leave it as it came."""
+    try:
+        request = json.loads(body or b"{}")
+    except ValueError:
+        return None
+    if not isinstance(request, dict):
+        return None
+    config = request.get("config")
+    holders = [(request, "context")]
+    if isinstance(config, dict):
+        holders.append((config, "configurable"))
+    try:
+        for holder, key in holders:
+            if isinstance(holder.get(key), dict):
+                holder[key] = served.SETTINGS.check(holder[key])
+    except ContextRefused:
+        return None
+    return json.dumps(request).encode()
+
+
 async def http_error(request: Request, exc: Exception) -> JSONResponse:
     """Errors as the LangGraph API words them (`detail`, which Footnote's page and the SDK
     read), with Aegra's Agent Protocol fields beside it."""
@@ -257,6 +312,7 @@ app.add_route("/", ok)
 app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
+app.add_middleware(AssistantContexts)
 app.add_exception_handler(HTTPException, http_error)
 
 

@@ -53,6 +53,10 @@ def test_reserved_metadata_is_refused(served: dev.Served) -> None:
     dev.test_reserved_metadata_is_refused(served)
 
 
+def test_assistant_contexts_are_checked_like_run_contexts(served: dev.Served) -> None:
+    dev.test_assistant_contexts_are_checked_like_run_contexts(served)
+
+
 def test_webhooks_are_refused_unless_the_operator_allows_them(served: dev.Served) -> None:
     dev.test_webhooks_are_refused_unless_the_operator_allows_them(served)
 
