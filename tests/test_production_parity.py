@@ -41,6 +41,18 @@ def served(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         pytest.fail(str(exc), pytrace=False)
 
 
+def test_public_routes_answer_without_credentials(served: dev.Served) -> None:
+    dev.test_public_routes_answer_without_credentials(served)
+
+
+def test_deeper_ui_paths_are_a_clean_404(served: dev.Served) -> None:
+    dev.test_deeper_ui_paths_are_a_clean_404(served)
+
+
+def test_internal_and_deploy_routes_are_closed_to_everyone(served: dev.Served) -> None:
+    dev.test_internal_and_deploy_routes_are_closed_to_everyone(served)
+
+
 def test_identities_are_namespaced_by_issuer(served: dev.Served) -> None:
     dev.test_identities_are_namespaced_by_issuer(served)
 
