@@ -13,14 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
+from footnote.ingest.embed_cached import embed_with_cache
 from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.limits import TimeBudgetExceeded, time_budget
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.store.backends import is_postgres, open_writer
+from footnote.store.embedding_cache import EmbeddingCache, prune_cache
 from footnote.store.text import embedding_text
 from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
 
@@ -50,6 +50,8 @@ class IngestSummary:
     restricted: dict[str, str] = field(default_factory=dict)
     chunks: int = 0
     embedded_chunks: int = 0
+    embedded_texts: int = 0
+    """Distinct texts sent to the model; the other chunks' vectors came from the cache."""
     version: str | None = None
     index: str = ""
 
@@ -66,6 +68,7 @@ class IngestSummary:
             "restricted": len(self.restricted),
             "chunks": self.chunks,
             "embedded_chunks": self.embedded_chunks,
+            "embedded_texts": self.embedded_texts,
             "errors": [{"source": s, "error": e} for s, e in sorted(self.failed.items())],
             "skips": [{"path": s, "reason": r} for s, r in sorted(self.skipped.items())],
             "restrictions": [
@@ -453,18 +456,15 @@ def ingest(
         if not to_embed and previous is not None and not summary.deleted:
             summary.version = previous.version
             return summary
-        texts = {r: embedding_text(kept[r][0]) for r in to_embed}
-        # Shortest first across the whole run, as embed_array orders one call: batches of 64
-        # taken in file order mix short and long chunks and pad them all to the longest.
-        order = sorted(to_embed, key=lambda r: model.count_tokens(texts[r]))
-        batch = 64
-        for start in range(0, len(order), batch):
-            group = order[start : start + batch]
-            embedded = np.asarray(model.embed_array([texts[r] for r in group]), dtype=np.float32)
-            for r, vector in zip(group, embedded, strict=True):
-                kept[r] = (kept[r][0], vector)
-            if progress:
-                progress("embed", min(start + batch, len(order)), len(order))
+        cache = EmbeddingCache(index_dir)
+        try:
+            vectors, summary.embedded_texts = embed_with_cache(
+                model, [embedding_text(kept[r][0]) for r in to_embed], cache, progress
+            )
+        finally:
+            cache.close()
+        for r, vector in zip(to_embed, vectors, strict=True):
+            kept[r] = (kept[r][0], vector)
         summary.version = backend.publish(
             entries=kept,
             files=files,
@@ -474,4 +474,5 @@ def ingest(
         )
         for listed in (summary.added, summary.updated):  # refused by the backend at publish
             listed[:] = [source for source in listed if source not in summary.failed]
+        prune_cache(cache)
     return summary
