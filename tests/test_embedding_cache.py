@@ -21,6 +21,7 @@ from footnote.store.embedding_cache import CACHE_FILE, EmbeddingCache, cache_key
 from footnote.store.files import load_index
 from footnote.store.types import IndexCorrupt
 from tests.counting_embedder import CountingEmbeddings, logged_texts, vector
+from tests.pg_fixture import PgServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -169,3 +170,34 @@ def test_cache_is_bounded_least_recently_used_first(
     vectors, embedded = embed_with_cache(counting, stored_texts(index), cache)
     assert embedded == 0 and vectors.shape == (8, counting.dimension)
     cache.close()
+
+
+def test_postgres_backend_keeps_its_cache_in_the_database(
+    tmp_path: Path, counting: CountingEmbeddings, pg_server: PgServer
+) -> None:
+    import psycopg
+
+    from footnote.store.embedding_cache import PG_TABLE
+    from footnote.store.postgres import drop_index
+
+    url = f"{pg_server.url}?index=cached"
+    corpus = make_corpus(tmp_path / "docs", pages=3)
+    keys: list[bytes] = []
+    try:
+        first = pipeline.ingest([corpus], url)
+        again = pipeline.ingest([corpus], url, rebuild=True)
+        assert first.embedded_texts == 12 and again.embedded_texts == 0
+        assert len(counting.texts) == 12
+        assert not (tmp_path / "docs" / "embedding-cache.sqlite").exists()
+        keys.extend(cache_key(counting.model_id, text) for text in counting.texts)
+        with psycopg.connect(pg_server.url) as conn:
+            conn.execute(
+                f"UPDATE {PG_TABLE} SET vector = vector || '\\x00'::bytea WHERE key = %s",
+                (keys[0],),
+            )
+        with pytest.raises(IndexCorrupt, match=f"embedding cache table {PG_TABLE}"):
+            pipeline.ingest([corpus], url, rebuild=True)
+    finally:
+        with psycopg.connect(pg_server.url) as conn:  # the table is the database's, not ours
+            conn.execute(f"DELETE FROM {PG_TABLE} WHERE key = ANY(%s)", (keys,))
+        drop_index(url)
