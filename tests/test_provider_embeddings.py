@@ -19,6 +19,7 @@ from footnote.ingest.embeddings import (
     _client_options,
 )
 from footnote.store.files import load_index
+from tests.conftest import RunCli
 from tests.stub_embeddings import StubEmbeddings, stub_vector
 
 SPEC = "openai:stub-embed"
@@ -130,3 +131,27 @@ def test_settings_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> 
     settings = ProviderSettings.from_env()
     assert (settings.concurrency, settings.timeout_s, settings.batch_size) == (8, 2.5, 64)
     assert embeddings._client_options(SPEC, settings)["request_timeout"] == 2.5
+
+
+def test_cli_failure_is_one_line_and_the_index_stays(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run_cli: RunCli
+) -> None:
+    corpus = tmp_path / "docs"
+    corpus.mkdir()
+    (corpus / "a.md").write_text("# A\n\nalpha beta gamma")
+    index = tmp_path / "index"
+    with StubEmbeddings() as stub:
+        monkeypatch.setenv("OPENAI_BASE_URL", stub.base_url)
+        monkeypatch.setenv("FOOTNOTE_EMBED_RETRIES", "1")
+        args = ("ingest", str(corpus), "--index", str(index), "--embeddings", SPEC, "--quiet")
+        assert run_cli(*args).returncode == 0
+        version = (index / "CURRENT").read_text().strip()
+        (corpus / "b.md").write_text("# B\n\ndelta")
+        stub.rate_limited, stub.retry_after = 100, "0"
+        result = run_cli(*args)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        f"footnote: embeddings {SPEC}: a batch of 1 texts failed after 2 tries: HTTP 429: "
+        "Error code: 429 - Rate limit reached"
+    ]
+    assert (index / "CURRENT").read_text().strip() == version
