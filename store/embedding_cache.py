@@ -234,10 +234,7 @@ class EmbeddingCache:
                 f"ORDER BY used ASC LIMIT {p})",
                 (total - keep,),
             )
-        if not self._postgres:
-            conn = self._open_sqlite()
-            conn.execute("VACUUM")  # give the space back to the disk
-        return total - keep
+        return total - keep  # freed pages are reused by later entries: the file stays bounded
 
 
 def prune_cache(cache: EmbeddingCache) -> None:
