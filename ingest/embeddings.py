@@ -226,8 +226,8 @@ class ProviderEmbeddings(Embeddings):
 
     def _request(self, batch: list[str], probe: bool = False) -> list[list[float]]:
         """One request, retried; a failure that retrying cannot help ends the run at once.
-        `probe`: the first request, where a connection that fails is not retried (nothing
-        is listening) while rate limits and server errors still are."""
+        `probe`: the first request, where a refused connection is not retried (nothing is
+        listening) while timeouts, rate limits and server errors still are."""
         settings = self.settings
         for attempt in range(settings.retries + 1):
             try:
@@ -241,7 +241,8 @@ class ProviderEmbeddings(Embeddings):
                 raise
             except Exception as exc:
                 reason = failure_reason(exc)
-                unreachable = self._unreachable(exc)
+                # Nothing listening: said at once on the first request, else after retries.
+                unreachable = None if _timed_out(exc) else self._unreachable(exc)
                 if unreachable is not None and (probe or attempt == settings.retries):
                     raise unreachable from exc
                 if not is_transient(exc) or attempt == settings.retries:
@@ -269,6 +270,12 @@ def _status(exc: BaseException) -> int | None:
     if status is None:
         status = getattr(getattr(exc, "response", None), "status_code", None)
     return status if isinstance(status, int) else None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or any(
+        "Timeout" in c.__name__ for c in type(exc).__mro__
+    )
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -65,11 +65,11 @@ def logged_texts(log: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    from footnote.ingest import pipeline
+    from footnote.ingest import embedding_choice, pipeline
 
     corpus, index, log = (Path(arg) for arg in sys.argv[1:4])
     delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0
     model = CountingEmbeddings(log, delay)
-    pipeline.load_embeddings = lambda spec="": model  # type: ignore[assignment]
+    embedding_choice.load_embeddings = lambda spec="": model  # type: ignore[assignment]
     summary = pipeline.ingest([corpus], index)
     print(json.dumps(summary.to_dict()))

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from footnote.ingest import pipeline
+from footnote.ingest import embedding_choice, pipeline
 from footnote.ingest.chunking import ChunkSettings
 from footnote.ingest.embed_cached import embed_with_cache
 from footnote.store.embedding_cache import CACHE_FILE, EmbeddingCache, cache_key
@@ -40,7 +40,7 @@ def make_corpus(root: Path, pages: int = 12, sections: int = 4) -> Path:
 @pytest.fixture
 def counting(monkeypatch: pytest.MonkeyPatch) -> CountingEmbeddings:
     model = CountingEmbeddings()
-    monkeypatch.setattr(pipeline, "load_embeddings", lambda spec="": model)
+    monkeypatch.setattr(embedding_choice, "load_embeddings", lambda spec="": model)
     return model
 
 

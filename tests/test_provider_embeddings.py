@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from langchain.embeddings import init_embeddings
 
-from footnote.ingest import embeddings, pipeline
+from footnote.ingest import embedding_choice, embeddings, pipeline
 from footnote.ingest.embeddings import (
     EmbeddingFailed,
     ProviderEmbeddings,
@@ -112,7 +112,7 @@ def test_failed_ingest_keeps_the_live_index(
     index = tmp_path / "index"
     with StubEmbeddings() as stub:
         model = provider(stub, batch_size=2, concurrency=2, retries=1)
-        monkeypatch.setattr(pipeline, "load_embeddings", lambda spec="": model)
+        monkeypatch.setattr(embedding_choice, "load_embeddings", lambda spec="": model)
         first = pipeline.ingest([corpus], index, embeddings=SPEC)
         assert first.embedded_texts == 6
         version = (index / "CURRENT").read_text().strip()
