@@ -93,21 +93,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         out = {
             "answer": answer,
             "citations": citations,
-            "route": final.get("route", []),
-            "notices": final.get("notices", []),
-            "invalid_citations": final.get("invalid_citations", []),
-            "unsupported_claims": final.get("unsupported_claims", []),
+            "route": final.get("footnote_route", []),
+            "notices": final.get("footnote_notices", []),
+            "invalid_citations": final.get("footnote_invalid_citations", []),
+            "unsupported_claims": final.get("footnote_unsupported_claims", []),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     if printed_answer:
         print()
-        if final.get("invalid_citations") or final.get("unsupported_claims"):
+        if final.get("footnote_invalid_citations") or final.get("footnote_unsupported_claims"):
             print(f"(as checked) {answer}")
     else:
         print(answer)
     _print_sources(citations)
-    for notice in final.get("notices", []):
+    for notice in final.get("footnote_notices", []):
         print(f"note: {notice}", file=sys.stderr)
     return 0
 

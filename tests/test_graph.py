@@ -42,19 +42,19 @@ def test_worked_example_offline(handbook_index: Path) -> None:
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
     assert out["citations"][0]["lines"][0] >= 1
     assert "[1]" in answer
-    assert out["route"][-2:] == ["generate", "verify_citations"]
+    assert out["footnote_route"][-2:] == ["generate", "verify_citations"]
 
 
 def test_not_covered_offline(handbook_index: Path) -> None:
     out = ask(exported_graph, "What is the parental leave policy?", handbook_index)
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
-    assert sum(step == "call_retriever" for step in out["route"]) == 2
+    assert sum(step == "call_retriever" for step in out["footnote_route"]) == 2
 
 
 def test_hyde_without_a_model_is_reported(handbook_index: Path) -> None:
     out = ask(exported_graph, API_KEY_QUESTION, handbook_index, hyde=True)
-    assert any("HyDE" in notice for notice in out["notices"])
+    assert any("HyDE" in notice for notice in out["footnote_notices"])
     assert "90 days" in out["messages"][-1].content
 
 
@@ -72,7 +72,7 @@ def test_offline_follow_up_uses_history(handbook_index: Path) -> None:
     )
     assert out["citations"][0]["source"] == "sts.md"
     assert "STS" in out["messages"][-1].content
-    assert "rewrite_query:condensed" in out["route"]
+    assert "rewrite_query:condensed" in out["footnote_route"]
 
 
 def _llm_script(grades: list[int] | None = None, answer: str = "") -> ScriptedChatModel:
@@ -127,10 +127,10 @@ def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
         out["messages"][-1].content
         == "Keys rotate every 90 days [1], while service accounts use short-lived STS tokens [2]."
     )
-    assert out["invalid_citations"] == [7]
-    assert out["unsupported_claims"] == []
+    assert out["footnote_invalid_citations"] == [7]
+    assert out["footnote_unsupported_claims"] == []
     assert [c["n"] for c in out["citations"]] == [1, 2]
-    assert any("[7]" in notice for notice in out["notices"])
+    assert any("[7]" in notice for notice in out["footnote_notices"])
 
 
 def test_retrieval_goes_through_the_tool_into_typed_state(handbook_index: Path) -> None:
@@ -222,7 +222,7 @@ def test_always_irrelevant_grader_stops_within_budget(handbook_index: Path, budg
     )
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
-    assert sum(step == "call_retriever" for step in out["route"]) == budget
+    assert sum(step == "call_retriever" for step in out["footnote_route"]) == budget
     assert "answer" not in [role_of(call) for call in model.calls]
 
 
@@ -262,8 +262,8 @@ def test_llm_follow_up_is_rewritten_with_history(handbook_index: Path) -> None:
     assert "and for service accounts?" in prompt_text(rewrite[0])
     agent = [call for call in model.calls if role_of(call) == "agent"]
     assert "service account credential lifetime" in prompt_text(agent[0])
-    assert out["route"][0] == "new_question"
-    assert out["route"].count("call_retriever") == 1
+    assert out["footnote_route"][0] == "new_question"
+    assert out["footnote_route"].count("call_retriever") == 1
 
 
 def test_internal_llm_calls_do_not_stream(handbook_index: Path) -> None:

@@ -149,8 +149,8 @@ def test_worked_example_on_a_thread(server: Server) -> None:
 
     assert "90 days" in answer_text(output)
     assert "keys.md" in sources(output)
-    assert output["unsupported_claims"] == []  # an extractive answer quotes its sources
-    assert output["route"][-2:] == ["generate", "verify_citations"]
+    assert output["footnote_unsupported_claims"] == []  # an extractive answer quotes its sources
+    assert output["footnote_route"][-2:] == ["generate", "verify_citations"]
 
 
 FABRICATED = "Rotated keys are archived on magnetic tape in Reykjavik for seven years [1]."
@@ -205,12 +205,12 @@ def test_unsupported_claims_come_out_over_the_server(model_server: Server) -> No
     output = ask(model_server, model_server.new_thread(), WORKED_EXAMPLE)
 
     assert answer_text(output) == "API keys are rotated every 90 days [1]."
-    claims = output["unsupported_claims"]
+    claims = output["footnote_unsupported_claims"]
     assert [(c["claim"], c["citations"]) for c in claims] == [(FABRICATED[:-5], [1])]
     assert claims[0]["lexical"] < 0.8
-    assert output["invalid_citations"] == []
+    assert output["footnote_invalid_citations"] == []
     assert sources(output) == {"keys.md"}
-    assert any("do not support" in notice for notice in output["notices"])
+    assert any("do not support" in notice for notice in output["footnote_notices"])
 
 
 def test_stream_reports_progress_before_the_final_state(server: Server) -> None:
@@ -261,7 +261,7 @@ def test_follow_up_on_the_same_thread_uses_the_conversation(server: Server) -> N
 
     assert "keys.md" in sources(first)
     assert "sts.md" in sources(follow_up)
-    assert "rewrite_query:condensed" in follow_up["route"]
+    assert "rewrite_query:condensed" in follow_up["footnote_route"]
     questions = [m["content"] for m in follow_up["messages"] if m["type"] == "human"]
     assert questions == [WORKED_EXAMPLE, "and for service accounts?"]
 
@@ -277,7 +277,7 @@ def test_context_schema_describes_every_setting(server: Server) -> None:
         assert properties[name]["description"].strip(), name
     assert properties["max_retrieval_attempts"]["default"] == 2
     assert set(schemas["input_schema"]["properties"]) == {"messages"}
-    assert {"messages", "citations", "route"} <= set(schemas["output_schema"]["properties"])
+    assert {"messages", "citations", "parts", "footnote_route"} <= set(schemas["output_schema"]["properties"])
 
 
 def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
@@ -285,15 +285,15 @@ def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
     one_attempt = ask(server, None, NOT_COVERED, max_retrieval_attempts=1)
 
     assert default["citations"] == one_attempt["citations"] == []
-    assert default["route"].count("call_retriever") == 2
-    assert one_attempt["route"].count("call_retriever") == 1
+    assert default["footnote_route"].count("call_retriever") == 2
+    assert one_attempt["footnote_route"].count("call_retriever") == 1
 
 
 def test_retrieve_k_comes_from_the_run_context(server: Server) -> None:
     output = ask(server, None, WORKED_EXAMPLE, retrieve_k=3)
 
-    graded = [step for step in output["route"] if step.startswith("grade_documents:")]
-    assert graded and all(step.endswith("/3") for step in graded), output["route"]
+    graded = [step for step in output["footnote_route"] if step.startswith("grade_documents:")]
+    assert graded and all(step.endswith("/3") for step in graded), output["footnote_route"]
     assert "90 days" in answer_text(output)
 
 

@@ -586,9 +586,9 @@ function claimText(claim) {
 function renderChecks(turn, values) {
   const box = turn.querySelector(".checks");
   box.replaceChildren();
-  const invalid = Array.isArray(values.invalid_citations) ? values.invalid_citations : [];
-  const unsupported = Array.isArray(values.unsupported_claims) ? values.unsupported_claims : [];
-  const notices = Array.isArray(values.notices) ? values.notices : [];
+  const invalid = Array.isArray(values.footnote_invalid_citations) ? values.footnote_invalid_citations : [];
+  const unsupported = Array.isArray(values.footnote_unsupported_claims) ? values.footnote_unsupported_claims : [];
+  const notices = Array.isArray(values.footnote_notices) ? values.footnote_notices : [];
   if (invalid.length) {
     const p = document.createElement("p");
     p.className = "warning invalid-citations";

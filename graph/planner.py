@@ -1,0 +1,183 @@
+"""The offline planner: explicit rules for whether a turn needs documents and what to search.
+
+- `conversational_reply`: greetings, thanks, goodbyes and questions about the conversation
+  itself get a short reply and no search. Anything with a subject of its own searches.
+- `split_question`: a question with several parts becomes sub-questions: several questions
+  in one message, two questions joined by "and"/"also" where the second starts with a
+  question word, a bulleted or numbered list, a comparison of two named things. It is
+  conservative: "How do I create and rotate a key?" is one question, never two.
+
+With a chat model the model plans instead (nodes.py); these rules are its fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from footnote.store.text import keyword_tokens
+
+_QUESTION_WORD = (
+    r"(what|how|when|where|why|who|whom|which|whose|is|are|can|could|do|does|did|should|"
+    r"shall|will|would|may|must|has|have)"
+)
+
+_GREETING = re.compile(
+    r"^(hi|hello|hey|hiya|howdy|good (morning|afternoon|evening|day)|greetings|yo)\b", re.I
+)
+_THANKS = re.compile(
+    r"^(thanks|thank you|thank u|thx|ty|cheers|much appreciated|great|perfect|awesome|cool|"
+    r"nice|ok|okay|got it|understood|that helps|that'?s helpful|brilliant)\b",
+    re.I,
+)
+_BYE = re.compile(r"^(bye|goodbye|good bye|see you|see ya|later|farewell|good night)\b", re.I)
+_ABOUT_CONVERSATION = re.compile(
+    r"\b(what (did|do) you (just )?(say|said|cite|mean|quote)|what (were|are) (your|the) "
+    r"(sources|citations|references)|which (sources|documents|files) did you (use|cite)|"
+    r"(repeat|summari[sz]e) (that|your (last )?answer|what you said)|what did i (just )?ask|"
+    r"where did (that|this|it) come from|what was my (last )?question)\b",
+    re.I,
+)
+_FILLER = {"please", "just", "again", "so", "much", "very", "lot", "all", "bye", "now", "for",
+           "everything", "help", "helpful", "team", "there", "you", "again", "today"}  # fmt: skip
+
+GREETING_REPLY = (
+    "Hello! Ask me about your team's documents and I will answer with citations, or say "
+    "plainly when they do not cover something."
+)
+THANKS_REPLY = "You're welcome. Ask another question whenever you like."
+BYE_REPLY = "Goodbye!"
+
+
+def conversational_reply(
+    question: str, previous_answer: str, previous_citations: Sequence[dict[str, Any]]
+) -> str | None:
+    """The reply to a turn that needs no documents, or None when it should search.
+
+    A pleasantry followed by a real question ("thanks! how do I rotate a key?") searches:
+    what remains after the pleasantry must have no words of its own.
+    """
+    text = question.strip()
+    if not text:
+        return None
+    if _ABOUT_CONVERSATION.search(text):
+        return _about_conversation(previous_answer, previous_citations)
+    for pattern, reply in ((_GREETING, GREETING_REPLY), (_THANKS, THANKS_REPLY),
+                           (_BYE, BYE_REPLY)):  # fmt: skip
+        match = pattern.match(text)
+        if match and not _has_subject(text[match.end() :]):
+            return reply
+    return None
+
+
+def _has_subject(rest: str) -> bool:
+    words = [w for w in keyword_tokens(rest) if w not in _FILLER]
+    return bool(words)
+
+
+def _about_conversation(previous_answer: str, citations: Sequence[dict[str, Any]]) -> str:
+    if not previous_answer:
+        return "We have not talked about anything yet: ask a question about your documents."
+    if not citations:
+        return "My last answer cited no sources."
+    listed = "; ".join(
+        f"[{c.get('n')}] {c.get('source', '')}"
+        + (f", § {c['section']}" if c.get("section") else "")
+        for c in citations
+    )
+    return f"My last answer cited: {listed}."
+
+
+_SPLIT_JOINER = re.compile(
+    rf"(?:,\s*|\s+|;\s*)(?:and\s+also|and|also|plus|as well as)\s*,?\s+(?={_QUESTION_WORD}\b)",
+    re.I,
+)
+_COMPARISON = re.compile(
+    r"^(?:what(?:'s| is) the )?(?:difference|differences) between (?P<a>.+?) and (?P<b>.+?)\??$"
+    r"|^compare (?P<c>.+?) (?:and|with|to) (?P<d>.+?)\??$"
+    r"|^(?P<e>[^?]+?) (?:vs\.?|versus) (?P<f>[^?]+?)\??$",
+    re.I,
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(?P<item>.+)$")
+
+
+def split_question(question: str, *, max_parts: int = 4) -> list[str]:
+    """The question's parts; one part (the question itself) unless the rules are sure."""
+    text = question.strip()
+    parts = _list_items(text) or _question_sentences(text) or _joined(text) or _compared(text)
+    parts = [p for p in parts if _is_part(p)]
+    if len(parts) < 2:
+        return [text]
+    return parts[:max_parts]
+
+
+def _list_items(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = [m.group("item").strip() for line in lines if (m := _LIST_ITEM.match(line))]
+    if len(items) < 2:
+        return []
+    lead = [line for line in lines if not _LIST_ITEM.match(line)]
+    # "Tell me about: - keys - VPN" names topics; the lead says what to ask about each.
+    prefix = lead[0].rstrip(":").strip() if len(lead) == 1 and not lead[0].endswith("?") else ""
+    return [_as_question(f"{prefix} {item}" if prefix and not _starts_question(item) else item)
+            for item in items]  # fmt: skip
+
+
+def _question_sentences(text: str) -> list[str]:
+    sentences = [s.strip() for s in re.findall(r"[^?]+\?", text)]
+    if len(sentences) < 2 or not all(_starts_question(s) for s in sentences):
+        return []
+    return sentences
+
+
+def _joined(text: str) -> list[str]:
+    if not _starts_question(text):
+        return []
+    pieces = _SPLIT_JOINER.split(text)
+    if len(pieces) < 2:
+        return []
+    return [_as_question(p) for p in pieces]
+
+
+def _compared(text: str) -> list[str]:
+    match = _COMPARISON.match(text.strip())
+    if not match:
+        return []
+    groups = [g for g in match.groups() if g]
+    a, b = groups[0].strip(), groups[1].strip()
+    if len(a.split()) > 6 or len(b.split()) > 6:
+        return []
+    return [f"What is {a}?", f"What is {b}?"]
+
+
+def _starts_question(text: str) -> bool:
+    return re.match(rf"^\s*{_QUESTION_WORD}\b", text, re.I) is not None
+
+
+def _as_question(text: str) -> str:
+    text = text.strip().rstrip(",;. ")
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith("?") else f"{text}?"
+
+
+def _is_part(text: str) -> bool:
+    """A part worth searching on its own: at least two keywords."""
+    return len(keyword_tokens(text)) >= 2
+
+
+_FOLLOW_UP = re.compile(
+    r"^(and|or|but|also|what about|how about|same for|what if|then|so)\b|\b(it|that|this|they|"
+    r"them|those|these)\b",
+    re.IGNORECASE,
+)
+
+
+def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[str, str]:
+    """A standalone question without an LLM: a follow-up that refers back ("and for service
+    accounts?", "does it expire?") borrows the previous question's words. A question with no
+    such reference stands alone, however short: joining it to the previous one would answer
+    it with the previous question's passages. Returns (question, strategy)."""
+    if earlier_questions and _FOLLOW_UP.search(question.strip()):
+        return f"{earlier_questions[-1]} {question}", "condensed"
+    return question, "as_asked"
