@@ -12,11 +12,8 @@ One part's research (the `research` node runs it once per part):
 
 from __future__ import annotations
 
-from typing import Any
-
 from langchain_core.language_models import BaseChatModel
-from langchain_core.runnables import Runnable
-from langgraph._internal._runnable import RunnableCallable
+from langgraph.constants import TAG_HIDDEN
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
@@ -32,28 +29,21 @@ from footnote.graph.nodes import (
 from footnote.graph.state import InputState, OutputState, PartState, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 
-
-def internal(node: Any, run_name: str) -> Runnable[Any, Any]:
-    """A node whose output is tool traffic (a tool-call message, the tool's reply), run under
-    a name of its own: `stream_mode="messages"` passes on only what a node of that name
-    returns, so a parent streaming with `subgraphs=True` sees the answer and nothing else.
-    Its updates and traces stay visible."""
-    if isinstance(node, Runnable):
-        return node.with_config(run_name=run_name)
-    return RunnableCallable(node, name=run_name)
+INTERNAL_NODES = ("call_retriever", "tools", "plan_hop")
+"""Research steps whose outputs are tool traffic (tool-call messages, the tool's replies).
+Their tasks carry LangGraph's hidden tag, which `stream_mode="messages"` honours, so a parent
+streaming with `subgraphs=True` sees the answer and nothing else. Their `updates` are hidden
+too; the research graph's `values` still show them."""
 
 
 def make_research_graph(nodes: AnswerNodes) -> CompiledStateGraph[PartState, Context]:
     """One part's search, grading and retries; its own state, so parts run side by side."""
     builder = StateGraph(PartState, context_schema=Context)
     builder.add_node("rewrite_query", nodes.rewrite_query)
-    builder.add_node("call_retriever", internal(nodes.call_retriever, "footnote:agent_step"))
-    builder.add_node(
-        "tools",
-        internal(ToolNode([search_documents], messages_key=SEARCH_CALLS), "footnote:search_tool"),
-    )
+    builder.add_node("call_retriever", nodes.call_retriever)
+    builder.add_node("tools", ToolNode([search_documents], messages_key=SEARCH_CALLS))
     builder.add_node("grade_documents", nodes.grade_documents)
-    builder.add_node("plan_hop", internal(nodes.plan_hop, "footnote:hop_step"))
+    builder.add_node("plan_hop", nodes.plan_hop)
     builder.add_node("web_search", nodes.web_search)
 
     builder.add_edge(START, "rewrite_query")
@@ -63,7 +53,10 @@ def make_research_graph(nodes: AnswerNodes) -> CompiledStateGraph[PartState, Con
     builder.add_conditional_edges("grade_documents", route_after_grading)
     builder.add_conditional_edges("plan_hop", route_after_hop)
     builder.add_edge("web_search", END)
-    return builder.compile(name="footnote_research")
+    research = builder.compile(name="footnote_research")
+    for name in INTERNAL_NODES:
+        research.nodes[name].tags = [*(research.nodes[name].tags or []), TAG_HIDDEN]
+    return research
 
 
 def make_graph(

@@ -704,6 +704,7 @@ class AnswerNodes:
         unsupported = [c.to_dict() for c in checks if not c.supported]
         if unsupported:
             cleaned = support.remove_claims(cleaned, checks) or prompts.NOT_COVERED
+            cleaned = _name_emptied_parts(cleaned, state.plan)
             _, valid, _ = verify(cleaned, state.documents)
             notices.append(
                 f"Removed {len(unsupported)} claim(s) that the sources they cite do not support."
@@ -757,6 +758,21 @@ class AnswerNodes:
 
 _NO_FINDING: Finding = {"index": -1, "question": "", "documents": [], "searches": 0,
                         "model_calls": 0}  # fmt: skip
+
+
+def _name_emptied_parts(answer: str, plan: Sequence[PlannedPart]) -> str:
+    """A part whose every claim was removed as unsupported is named as not covered, never
+    left as a bare heading."""
+    paragraphs = answer.split("\n\n")
+    if len(plan) < 2 or len(paragraphs) != len(plan):
+        return answer
+    named = [
+        prompts.NOT_COVERED_PART.format(question=part["question"])
+        if not _has_citation(text) and "do not cover" not in text
+        else text
+        for part, text in zip(plan, paragraphs, strict=True)
+    ]
+    return "\n\n".join(named)
 
 
 def _renumber(text: str, numbers: Sequence[int]) -> str:

@@ -40,7 +40,7 @@ _ABOUT_CONVERSATION = re.compile(
     re.I,
 )
 _FILLER = {"please", "just", "again", "so", "much", "very", "lot", "all", "bye", "now", "for",
-           "everything", "help", "helpful", "team", "there", "you", "again", "today"}  # fmt: skip
+           "everything", "help", "helpful", "team", "there", "you", "today"}  # fmt: skip
 
 GREETING_REPLY = (
     "Hello! Ask me about your team's documents and I will answer with citations, or say "

@@ -145,24 +145,22 @@ def test_retrieval_goes_through_the_tool_into_typed_state(handbook_index: Path) 
     model = _llm_script(answer="API keys are rotated every 90 days [1].")
     graph = make_graph(chat_model=model, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "typed-state"}}
-    tool_updates = []
-    for _, update in graph.stream(
+    rounds = []
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
         config,
         context={"index_dir": str(handbook_index)},
-        stream_mode="updates",
+        stream_mode="values",
         subgraphs=True,  # each part's research runs as a nested graph
     ):
-        if "tools" in update:
-            tool_updates.extend(
-                update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
-            )
-    assert tool_updates, "retrieval runs in the ToolNode"
-    candidates = [c for u in tool_updates for c in u["candidates"]]
+        if namespace and any(isinstance(m, ToolMessage) for m in values["search_calls"]):
+            rounds.append(values)  # the research graph's state right after the ToolNode ran
+    assert len(rounds) == 1, "retrieval runs in the ToolNode"
+    candidates = rounds[0]["candidates"]
     assert candidates and candidates[0]["document"].metadata["source"] == "keys.md"
     assert set(candidates[0]["evidence"]) == {"dense", "coverage"}
-    replies = [m for u in tool_updates for m in u["search_calls"]]
-    assert [type(m) for m in replies] == [ToolMessage]
+    replies = [m for m in rounds[0]["search_calls"] if isinstance(m, ToolMessage)]
+    assert [type(m) for m in rounds[0]["search_calls"]] == [AIMessage, ToolMessage]
     assert len(replies[0].content) < 400, "the tool's reply names chunks; it does not quote them"
 
     state = graph.get_state(config).values
@@ -178,19 +176,15 @@ def test_a_retry_is_graded_against_the_question_not_its_query(handbook_index: Pa
     graph = make_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "retry-evidence"}}
     rounds: list[tuple[str, list[Any]]] = []
-    query = ""
-    for _, update in graph.stream(
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": question}]},
         config,
         context={"index_dir": str(handbook_index)},
-        stream_mode="updates",
+        stream_mode="values",
         subgraphs=True,
     ):
-        if "rewrite_query" in update:
-            query = update["rewrite_query"]["query"]
-        if "tools" in update:
-            parts = update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
-            rounds.append((query, [c for part in parts for c in part["candidates"]]))
+        if namespace and any(isinstance(m, ToolMessage) for m in values["search_calls"]):
+            rounds.append((values["query"], values["candidates"]))
     assert len(rounds) == 2 and rounds[1][0] != question, rounds
     retry_query, candidates = rounds[1]
     hits = search(SearchRequest(query=retry_query, index_dir=handbook_index, k=8))
