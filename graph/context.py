@@ -146,6 +146,15 @@ class Context:
             "the `crossencoder` extra)."
         },
     )
+    planner: str = field(
+        default="model",
+        metadata={
+            "description": "Who plans a turn (whether to search, into which parts to split the "
+            "question, when to search again): 'model' (the chat model, by structured output; "
+            "the rules when there is none or its plan is unusable) or 'rules' (the offline "
+            "planner's readable rules, also with a model)."
+        },
+    )
     max_searches_per_turn: int = field(
         default=6,
         metadata={
@@ -193,6 +202,9 @@ class Context:
             if value < low or (high is not None and value > high):
                 bound = f"between {low} and {high}" if high is not None else f"at least {low}"
                 raise ContextError(f"context field {name!r} must be {bound}, not {value!r}")
+        if self.planner not in ("model", "rules"):
+            raise ContextError(f"context field 'planner' must be 'model' or 'rules', not "
+                               f"{self.planner!r}")  # fmt: skip
         check_reranker(self.reranker)
         check_offline_grader(self.offline_grader)
 
@@ -244,6 +256,7 @@ _FIELD_TYPES: dict[str, type] = {
     "user_groups": list,
     "admin": bool,
     "reranker": str,
+    "planner": str,
     "max_searches_per_turn": int,
     "max_model_calls_per_turn": int,
     "max_parts": int,

@@ -184,41 +184,38 @@ class AnswerNodes:
         earlier = human_questions(state.messages)[:-1]
         notices: list[str] = []
         calls = 0
-        plan: list[tuple[str, str, int]] = []  # (question, strategy, hops)
-        turn, reply = "search", ""
-        if model is not None:
-            standalone, strategy = state.question, "as_asked"
-            if earlier:
-                standalone = self._ask(
-                    model,
-                    prompts.REWRITE_PROMPT.format(
-                        conversation=conversation_text(state.messages[:-1]),
-                        question=state.question,
-                    ),
-                    "rewrite_query",
-                ).strip().strip('"') or state.question
-                strategy, calls = "llm_rewrite", calls + 1
+        standalone, strategy = state.question, "as_asked"
+        if model is not None and earlier:  # rewriting a follow-up is not planning: always
+            standalone = self._ask(
+                model,
+                prompts.REWRITE_PROMPT.format(
+                    conversation=conversation_text(state.messages[:-1]), question=state.question
+                ),
+                "rewrite_query",
+            ).strip().strip('"') or state.question
+            strategy, calls = "llm_rewrite", calls + 1
+        decided: TurnPlan | None = None
+        if model is not None and context.planner == "model":
             decided, notice = self._model_plan(context, state, standalone)
             calls += 1
             if decided is None:
                 notices.append(notice)
-                turn, reply, plan = self._offline_plan(context, state, earlier)
-                if turn == "search" and len(plan) == 1:
-                    plan = [(standalone, strategy, 0)]
-            else:
-                turn, reply = decided.action, decided.reply.strip()
-                asked = [q for q in decided.questions if q.question.strip()]
-                plan = [
-                    (q.question.strip(), strategy if len(asked) == 1 else "planned",
-                     1 if q.needs_second_search else 0)
-                    for q in asked[: context.max_parts]
-                ] or [(standalone, strategy, 0)]  # fmt: skip
-                if turn != "search" and not reply:
-                    turn = "search"  # a reply with nothing to say is no reply: search instead
-        else:
-            if self.chat_model(context) is not None:
-                notices.append("The model-call budget is 0: this turn was planned offline.")
+        elif self.chat_model(context) is not None and context.max_model_calls_per_turn == 0:
+            notices.append("The model-call budget is 0: this turn was planned offline.")
+        if decided is None:
             turn, reply, plan = self._offline_plan(context, state, earlier)
+            if turn == "search" and len(plan) == 1 and strategy == "llm_rewrite":
+                plan = [(standalone, strategy, 0)]
+        else:
+            turn, reply = decided.action, decided.reply.strip()
+            asked = [q for q in decided.questions if q.question.strip()]
+            plan = [
+                (q.question.strip(), strategy if len(asked) == 1 else "planned",
+                 1 if q.needs_second_search else 0)
+                for q in asked[: context.max_parts]
+            ] or [(standalone, strategy, 0)]  # fmt: skip
+            if turn != "search" and not reply:
+                turn = "search"  # a reply with nothing to say is no reply: search instead
         standalone = plan[0][0] if len(plan) == 1 else state.question
         parts = self._budget(context, plan, calls) if turn == "search" else []
         if turn == "search" and any(p["max_searches"] == 0 for p in parts):
@@ -318,7 +315,9 @@ class AnswerNodes:
                 part, context=runtime.context, stream_mode=["custom", "values"]
             ):
                 if mode == "custom":
-                    runtime.stream_writer({**payload, "part": part["index"]})
+                    if part.get("of", 1) > 1:
+                        payload = {**payload, "part": part["index"]}
+                    runtime.stream_writer(payload)
                 else:
                     final = payload
             finding: Finding = {
@@ -515,7 +514,7 @@ class AnswerNodes:
         # Grades filter; they reorder only when a model gave them. The offline grade is a
         # coarser signal than the retrieval ranking it would otherwise overrule.
         order = list(range(len(candidates)))
-        if method != "offline":
+        if use_model:
             order = sorted(order, key=lambda i: -grades[i])
         kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
@@ -795,6 +794,7 @@ def route_after_planning(state: State) -> list[Send] | Literal["reply", "generat
             "research",
             {
                 "index": part["index"],
+                "of": len(state.plan),
                 "question": part["question"],
                 "standalone_question": part["question"],
                 "first_strategy": part["strategy"],

@@ -136,6 +136,8 @@ class PartState:
 
     index: int = 0
     """The part's position in the plan."""
+    of: int = 1
+    """How many parts the plan has (progress events name the part when there are several)."""
     question: str = ""
     """The part as a standalone question; its chunks are graded and answered against it."""
     standalone_question: str = ""

@@ -36,7 +36,9 @@ def conversation(index: Path, *questions: str, graph: Any = None) -> list[dict[s
     config = {"configurable": {"thread_id": "t"}}
     return [
         graph.invoke(
-            {"messages": [{"role": "user", "content": q}]}, config, context={"index_dir": str(index)}
+            {"messages": [{"role": "user", "content": q}]},
+            config,
+            context={"index_dir": str(index)},
         )
         for q in questions
     ]

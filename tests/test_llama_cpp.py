@@ -79,6 +79,7 @@ def context(server: LlamaServer, index: Path, **overrides: Any) -> dict[str, Any
         "keep_k": 4,
         "max_retrieval_attempts": 1,
         "index_dir": str(index),
+        "planner": "rules",
         **overrides,
     }
 
@@ -119,7 +120,8 @@ def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path)
     # Grading: json_schema is refused by this server, a method it accepts is used, no fallback.
     graded = [e for e in events if e["event"] == "graded"]
     assert graded and graded[0]["method"] in ("function_calling", "json_mode"), events
-    assert not [n for n in final["footnote_notices"] if "Grading fell back" in n], final["footnote_notices"]
+    notices = final["footnote_notices"]
+    assert not [n for n in notices if "Grading fell back" in n], notices
     assert final["footnote_route"][3] == "call_retriever", "the named tool was called by the model"
 
     # Streaming: the answer arrived as several chunks.

@@ -60,16 +60,19 @@ def run(graph: Any, context: dict[str, Any], question: str = QUESTION, **kw: Any
     final: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
     search_calls: list[AIMessage] = []
-    for mode, payload in graph.stream(
-        request(question), context=context, stream_mode=["values", "custom", "updates"], **kw
+    seen: set[str | None] = set()
+    for namespace, mode, payload in graph.stream(
+        request(question), context=context, stream_mode=["values", "custom"], subgraphs=True, **kw
     ):
-        if mode == "values":
+        if mode == "values" and not namespace:
             final = payload
-        elif mode == "custom":
+        elif mode == "values":  # a part's research graph: its agent step's tool calls
+            for m in payload["search_calls"]:
+                if isinstance(m, AIMessage) and m.id not in seen:
+                    seen.add(m.id)
+                    search_calls.append(m)
+        elif not namespace:  # custom events, once (the research node passes them on)
             events.append(payload)
-        elif "call_retriever" in payload:
-            calls = payload["call_retriever"]["search_calls"]
-            search_calls += [m for m in calls if isinstance(m, AIMessage)]
     return {**final, "events": events, "agent_calls": search_calls}
 
 
@@ -381,7 +384,7 @@ def test_cli_against_llama_cpp_stub(
     llama.script(SEARCH, KEEP_ROTATION, text(ANSWER + " [5]"))
     result = run_cli(
         "ask", QUESTION, "--index", str(handbook_index), "--model", "openai:stub-model",
-        "--base-url", llama.base_url, "--max-answer-tokens", "40",
+        "--base-url", llama.base_url, "--max-answer-tokens", "40", "--planner", "rules",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert ANSWER in result.stdout and "[5]" not in result.stdout

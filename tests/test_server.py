@@ -277,7 +277,8 @@ def test_context_schema_describes_every_setting(server: Server) -> None:
         assert properties[name]["description"].strip(), name
     assert properties["max_retrieval_attempts"]["default"] == 2
     assert set(schemas["input_schema"]["properties"]) == {"messages"}
-    assert {"messages", "citations", "parts", "footnote_route"} <= set(schemas["output_schema"]["properties"])
+    output_fields = set(schemas["output_schema"]["properties"])
+    assert {"messages", "citations", "parts", "footnote_route"} <= output_fields
 
 
 def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
