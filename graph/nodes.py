@@ -263,6 +263,7 @@ class AnswerNodes:
         previous = [m for m in state.messages[:-1] if isinstance(m, AIMessage) and not m.tool_calls]
         reply = planner.conversational_reply(
             state.question,
+            earlier[-1] if earlier else "",
             text_of(previous[-1]) if previous else "",
             state.previous_citations,
         )

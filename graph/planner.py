@@ -1,7 +1,7 @@
 """The offline planner: explicit rules for whether a turn needs documents and what to search.
 
-- `conversational_reply`: greetings, thanks, goodbyes and questions about the conversation
-  itself get a short reply and no search. Anything with a subject of its own searches.
+- `conversational_reply`: greetings, thanks, goodbyes, questions about the conversation
+  itself and about the assistant get a short reply and no search. Anything with a subject of its own searches.
 - `split_question`: a question with several parts becomes sub-questions: several questions
   in one message, two questions joined by "and"/"also" where the second starts with a
   question word, a bulleted or numbered list, a comparison of two named things. It is
@@ -32,15 +32,31 @@ _THANKS = re.compile(
     re.I,
 )
 _BYE = re.compile(r"^(bye|goodbye|good bye|see you|see ya|later|farewell|good night)\b", re.I)
-_ABOUT_CONVERSATION = re.compile(
-    r"\b(what (did|do) you (just )?(say|said|cite|mean|quote)|what (were|are) (your|the) "
-    r"(sources|citations|references)|which (sources|documents|files) did you (use|cite)|"
-    r"(repeat|summari[sz]e) (that|your (last )?answer|what you said)|what did i (just )?ask|"
-    r"where did (that|this|it) come from|what was my (last )?question)\b",
+_ABOUT_SOURCES = re.compile(
+    r"\b(what did you (just )?(cite|quote)|what (were|are) (your|the) (sources|citations|"
+    r"references)|which (sources|documents|files) did you (use|cite)|where did (that|this|it) "
+    r"come from)\b",
     re.I,
 )
-_FILLER = {"please", "just", "again", "so", "much", "very", "lot", "all", "bye", "now", "for",
-           "everything", "help", "helpful", "team", "there", "you", "today"}  # fmt: skip
+_REPEAT = re.compile(
+    r"\b(repeat (that|your (last )?answer|what you said)|what did you (just )?(say|said|mean)|"
+    r"(summari[sz]e|say) (that|it) again)\b",
+    re.I,
+)
+_LAST_QUESTION = re.compile(r"\b(what did i (just )?ask|what was my (last )?question)\b", re.I)
+_ABOUT_ASSISTANT = re.compile(
+    r"^(who|what) are you\b|^what can you do\b|^how (do|can) you help\b|^how are you\b|"
+    r"^what do you do\b",
+    re.I,
+)
+_FILLER = set(
+    keyword_tokens(
+        "please just again so much very lot all bye now for everything help helpful helps team "
+        "there you today later soon tomorrow need needed wanted that's it was is what i know "
+        "info information answer great good day s"
+    )
+)
+"""Words a pleasantry may carry and still need no search ("thanks, that's all I needed")."""
 
 GREETING_REPLY = (
     "Hello! Ask me about your team's documents and I will answer with citations, or say "
@@ -48,10 +64,17 @@ GREETING_REPLY = (
 )
 THANKS_REPLY = "You're welcome. Ask another question whenever you like."
 BYE_REPLY = "Goodbye!"
+ABOUT_REPLY = (
+    "I answer questions from your team's documents, cite every claim, and say plainly when the "
+    "documents do not cover something. Ask me about a policy, a system or a procedure."
+)
 
 
 def conversational_reply(
-    question: str, previous_answer: str, previous_citations: Sequence[dict[str, Any]]
+    question: str,
+    previous_question: str,
+    previous_answer: str,
+    previous_citations: Sequence[dict[str, Any]],
 ) -> str | None:
     """The reply to a turn that needs no documents, or None when it should search.
 
@@ -61,8 +84,10 @@ def conversational_reply(
     text = question.strip()
     if not text:
         return None
-    if _ABOUT_CONVERSATION.search(text):
-        return _about_conversation(previous_answer, previous_citations)
+    if _ABOUT_SOURCES.search(text) or _REPEAT.search(text) or _LAST_QUESTION.search(text):
+        return _about_conversation(text, previous_question, previous_answer, previous_citations)
+    if _ABOUT_ASSISTANT.search(text) and len(text.split()) <= 8:
+        return ABOUT_REPLY
     for pattern, reply in ((_GREETING, GREETING_REPLY), (_THANKS, THANKS_REPLY),
                            (_BYE, BYE_REPLY)):  # fmt: skip
         match = pattern.match(text)
@@ -76,9 +101,15 @@ def _has_subject(rest: str) -> bool:
     return bool(words)
 
 
-def _about_conversation(previous_answer: str, citations: Sequence[dict[str, Any]]) -> str:
-    if not previous_answer:
+def _about_conversation(
+    text: str, question: str, answer: str, citations: Sequence[dict[str, Any]]
+) -> str:
+    if not answer:
         return "We have not talked about anything yet: ask a question about your documents."
+    if _LAST_QUESTION.search(text):
+        return f'You asked: "{question}"'
+    if _REPEAT.search(text):
+        return re.sub(r"\s*\[\d+\]", "", answer)  # the numbers belonged to that answer's sources
     if not citations:
         return "My last answer cited no sources."
     listed = "; ".join(

@@ -51,7 +51,7 @@ def conversation(index: Path, *questions: str, graph: Any = None) -> list[dict[s
     "turn", ["thanks!", "Thank you so much", "hi", "Hello there!", "bye", "ok, got it", "cheers"]
 )
 def test_pleasantries_need_no_search(turn: str) -> None:
-    assert conversational_reply(turn, "an answer [1]", []) is not None
+    assert conversational_reply(turn, "a question?", "an answer [1]", []) is not None
 
 
 @pytest.mark.parametrize(
@@ -64,12 +64,12 @@ def test_pleasantries_need_no_search(turn: str) -> None:
     ],
 )
 def test_a_pleasantry_with_a_question_searches(turn: str) -> None:
-    assert conversational_reply(turn, "an answer [1]", []) is None
+    assert conversational_reply(turn, "a question?", "an answer [1]", []) is None
 
 
 def test_questions_about_the_conversation_are_answered_from_it() -> None:
     cited = [{"n": 1, "source": "keys.md", "section": "API keys > Rotation"}]
-    reply = conversational_reply("what did you just cite?", "Keys rotate [1].", cited)
+    reply = conversational_reply("what did you just cite?", "Keys?", "Keys rotate [1].", cited)
     assert reply is not None and "keys.md" in reply and "API keys > Rotation" in reply
 
 
