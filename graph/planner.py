@@ -1,7 +1,8 @@
 """The offline planner: explicit rules for whether a turn needs documents and what to search.
 
 - `conversational_reply`: greetings, thanks, goodbyes, questions about the conversation
-  itself and about the assistant get a short reply and no search. Anything with a subject of its own searches.
+  itself and about the assistant get a short reply and no search. Anything with a subject
+  of its own searches.
 - `split_question`: a question with several parts becomes sub-questions: several questions
   in one message, two questions joined by "and"/"also" where the second starts with a
   question word, a bulleted or numbered list, a comparison of two named things. It is
