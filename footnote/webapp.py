@@ -28,6 +28,8 @@ e.g. https://docs.python.org/3/ — the page then links each such source there."
 _ASSETS = {
     "app.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
+    "parts.js": "text/javascript; charset=utf-8",
+    "parts.css": "text/css; charset=utf-8",
 }
 _SECURITY_HEADERS = {
     # Only this origin's own files and API: no inline script, no third-party anything.

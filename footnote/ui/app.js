@@ -529,6 +529,7 @@ function finishAnswer(turn, values) {
     if (paragraph.trim()) body.append(renderParagraph(paragraph, turn));
   }
   renderChecks(turn, values);
+  if (typeof renderParts === "function") renderParts(turn, values);
   if (citations.length) {
     const button = document.createElement("button");
     button.type = "button";
