@@ -354,3 +354,45 @@ def test_anonymous_callers_see_only_what_everyone_may_see(server: Server) -> Non
         response = refused(server, **context)
         assert response.status_code in (403, 422), (context, response.text)
         assert "within 5 minutes" not in response.text
+
+
+PARTIAL = "What is the parental leave policy and how do I rotate an API key?"
+
+
+def test_served_output_has_parts_and_searches(server: Server) -> None:
+    output = ask(server, server.new_thread(), PARTIAL)
+
+    assert [p["covered"] for p in output["parts"]] == [False, True]
+    assert output["parts"][0]["question"] == "What is the parental leave policy?"
+    assert output["parts"][1]["citations"] == [1]
+    assert output["footnote_searches"] == 3
+    assert 'do not cover "What is the parental leave policy?"' in answer_text(output)
+
+
+def test_served_conversational_turn_makes_no_search(server: Server) -> None:
+    thread = server.new_thread()
+    ask(server, thread, WORKED_EXAMPLE)
+    output = ask(server, thread, "thanks!")
+
+    assert output["footnote_searches"] == 0
+    assert output["citations"] == [] and output["parts"] == []
+
+
+class AgenticParentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    citations: list[dict[str, Any]]
+    parts: list[dict[str, Any]]
+    route: str
+
+
+def test_deployed_graph_as_a_node_shares_only_its_contract(server: Server) -> None:
+    builder = StateGraph(AgenticParentState)
+    builder.add_node("footnote", RemoteGraph(GRAPH_ID, url=server.url))
+    builder.add_edge(START, "footnote")
+    parent = builder.compile()
+
+    output = parent.invoke({"messages": [{"role": "user", "content": PARTIAL}], "route": "mine"})
+
+    assert [m.type for m in output["messages"]] == ["human", "ai"], "one AI message per turn"
+    assert output["route"] == "mine"
+    assert [p["covered"] for p in output["parts"]] == [False, True]
