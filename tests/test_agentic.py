@@ -430,3 +430,21 @@ def test_parent_streaming_subgraphs_sees_only_the_answer(handbook_index: Path) -
     assert {m.content for m in streamed if m.content} <= {
         "API keys are rotated every 90 days [1]."
     }
+
+
+def test_ask_json_reports_parts_and_searches(handbook_index: Path, run_cli: Any) -> None:
+    import json
+
+    result = run_cli("ask", PARTIAL, "--index", str(handbook_index), "--json")
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert [p["covered"] for p in out["parts"]] == [False, True]
+    assert out["parts"][1]["citations"] == [1]
+    assert out["searches"] == 3 and out["model_calls"] == 0
+    assert out["citations"][0]["source"] == "keys.md"
+
+    thanks = run_cli("ask", "thanks!", "--index", str(handbook_index), "--json")
+    assert json.loads(thanks.stdout)["searches"] == 0
+
+    quiet = run_cli("ask", PARTIAL, "--index", str(handbook_index))
+    assert "… planned 2 parts" in quiet.stderr
