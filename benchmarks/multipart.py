@@ -138,10 +138,12 @@ def run_dataset(
 
     single: dict[str, bool] = {}
     single_searched = 0
+    single_split = 0
     for qid in sorted(used):
         state = ask(graph, queries[qid], index, context)
         single[qid] = any(c in qrels[qid] for c in cited_ids(state, prepared.source_to_id))
         single_searched += state.get("footnote_searches", 0) > 0
+        single_split += len(state.get("parts") or []) > 1
 
     two_part = []
     for a, b in chosen:
@@ -217,6 +219,7 @@ def run_dataset(
         "single_questions": len(single),
         "single_gold_cited": single_rate,
         "single_searched": round(single_searched / max(len(single), 1), 3),
+        "single_split": round(single_split / max(len(single), 1), 3),
         "two_part_split": share(two_part, "split"),
         "two_part_both_gold_cited": share(two_part, "both"),
         "two_part_each_gold_in_own_part": share(two_part, "each_in_own_part"),
@@ -251,6 +254,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("partial: both", "partial_both"),
         ("conversational turns: no search", "conversational_no_search"),
         ("real questions: searched", "single_searched"),
+        ("real questions: split into parts (should be 0)", "single_split"),
     ]
     head = "| | " + " | ".join(
         f"{r['dataset']} ({r['pairs']} pairs)" for r in results
