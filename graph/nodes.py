@@ -17,7 +17,7 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
-from langgraph.graph import END
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
@@ -149,13 +149,11 @@ class AnswerNodes:
 
     # ------------------------------------------------------------------ the turn
 
-    def new_question(
-        self, state: State, runtime: Runtime[Context], config: RunnableConfig
-    ) -> dict[str, Any]:
+    def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Start a turn: check the settings, take the latest human message and forget the
         previous turn's work (its citations stay at hand for "what did you cite?")."""
         Context.coerce(runtime.context)  # wrong types or ranges fail here, with the field named
-        Context.refuse_configurable(config.get("configurable"))
+        Context.refuse_configurable(get_config().get("configurable"))
         questions = human_questions(state.messages)
         return {
             "question": questions[-1] if questions else "",
@@ -817,20 +815,21 @@ def route_after_grading(
     while both budgets last (rounds per part, the part's share of searches), then the web."""
     context = Context.coerce(runtime.context)
     if state.documents:
-        return "plan_hop" if state.hops > 0 and state.searches < state.max_searches else END
+        return "plan_hop" if state.hops > 0 and state.searches < state.max_searches else "__end__"
     if state.attempts < max(1, context.max_retrieval_attempts) and (
         state.searches < state.max_searches
     ):
         return "rewrite_query"
     if context.web_search:
         return "web_search"
-    return END
+    return "__end__"
 
 
 def route_after_hop(state: PartState) -> Literal["tools", "__end__"]:
     """A hop that made a search call goes to the tool; otherwise the part is done."""
     calls = state.search_calls
-    return "tools" if calls and isinstance(calls[-1], AIMessage) and calls[-1].tool_calls else END
+    made_call = bool(calls) and isinstance(calls[-1], AIMessage) and bool(calls[-1].tool_calls)
+    return "tools" if made_call else "__end__"
 
 
 def _search_call(query: str, fallback: str = "") -> AIMessage:
