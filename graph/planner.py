@@ -54,7 +54,7 @@ _FILLER = set(
     keyword_tokens(
         "please just again so much very lot all bye now for everything help helpful helps team "
         "there you today later soon tomorrow need needed wanted that's it was is what i know "
-        "info information answer great good day s"
+        "info information answer great good day s thanks thank"
     )
 )
 """Words a pleasantry may carry and still need no search ("thanks, that's all I needed")."""
@@ -85,8 +85,11 @@ def conversational_reply(
     text = question.strip()
     if not text:
         return None
-    if _ABOUT_SOURCES.search(text) or _REPEAT.search(text) or _LAST_QUESTION.search(text):
-        return _about_conversation(text, previous_question, previous_answer, previous_citations)
+    for pattern in (_ABOUT_SOURCES, _REPEAT, _LAST_QUESTION):
+        # "What did you say I should install?" asks about the documents, not the conversation.
+        match = pattern.search(text)
+        if match and not _has_subject(text[: match.start()] + " " + text[match.end() :]):
+            return _about_conversation(text, previous_question, previous_answer, previous_citations)
     if _ABOUT_ASSISTANT.search(text) and len(text.split()) <= 8:
         return ABOUT_REPLY
     for pattern, reply in ((_GREETING, GREETING_REPLY), (_THANKS, THANKS_REPLY),
@@ -164,11 +167,16 @@ def _question_sentences(text: str) -> list[str]:
 
 
 def _joined(text: str) -> list[str]:
-    if not _starts_question(text):
-        return []
+    """Split at "and"/"also" before a question word, when what comes before is a question too
+    (the message starts with one, or its last sentence does: "I run stable. How do I X, and
+    why Y?")."""
     pieces = _SPLIT_JOINER.split(text)
     if len(pieces) < 2:
         return []
+    for left in pieces[:-1]:
+        last_sentence = re.split(r"(?<=[.!?])\s+", left.strip())[-1]
+        if not (_starts_question(left) or _starts_question(last_sentence)):
+            return []
     return [_as_question(p) for p in pieces]
 
 
@@ -194,8 +202,8 @@ def _as_question(text: str) -> str:
 
 
 def _is_part(text: str) -> bool:
-    """A part worth searching on its own: at least two keywords."""
-    return len(keyword_tokens(text)) >= 2
+    """A part worth searching on its own: it names something ("What about sid?")."""
+    return len(keyword_tokens(text)) >= 1
 
 
 _FOLLOW_UP = re.compile(
