@@ -48,7 +48,9 @@ def conversation(index: Path, *questions: str, graph: Any = None) -> list[dict[s
 
 
 @pytest.mark.parametrize(
-    "turn", ["thanks!", "Thank you so much", "hi", "Hello there!", "bye", "ok, got it", "cheers"]
+    "turn",
+    ["thanks!", "Thank you so much", "hi", "Hello there!", "bye", "ok, got it", "cheers",
+     "great, thanks", "thanks, that's all I needed", "see you later", "who are you?"],  # fmt: skip
 )
 def test_pleasantries_need_no_search(turn: str) -> None:
     assert conversational_reply(turn, "a question?", "an answer [1]", []) is not None
@@ -61,6 +63,7 @@ def test_pleasantries_need_no_search(turn: str) -> None:
         "hi, what is the VPN address?",
         "How do I create and rotate a key?",
         "ok so what about service accounts?",
+        "I am still confused. What did you say I should install?",
     ],
 )
 def test_a_pleasantry_with_a_question_searches(turn: str) -> None:
@@ -71,6 +74,10 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
     cited = [{"n": 1, "source": "keys.md", "section": "API keys > Rotation"}]
     reply = conversational_reply("what did you just cite?", "Keys?", "Keys rotate [1].", cited)
     assert reply is not None and "keys.md" in reply and "API keys > Rotation" in reply
+    again = conversational_reply("Can you repeat that?", "Keys?", "Keys rotate [1].", cited)
+    assert again == "Keys rotate."
+    asked = conversational_reply("What was my last question?", "Keys?", "Keys rotate [1].", [])
+    assert asked == 'You asked: "Keys?"'
 
 
 @pytest.mark.parametrize(
@@ -92,6 +99,10 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
         (
             "Questions:\n- how do I rotate a key\n- who approves expenses",
             ["How do I rotate a key?", "Who approves expenses?"],
+        ),
+        (
+            "I run stable. How do I upgrade, and what about sid?",
+            ["I run stable. How do I upgrade?", "What about sid?"],
         ),
     ],
 )
