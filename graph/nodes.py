@@ -329,7 +329,7 @@ class AnswerNodes:
             return {
                 "findings": [finding],
                 "footnote_route": list(final.get("route", [])),
-                "footnote_notices": list(final.get("notices", [])),
+                "footnote_notices": list(dict.fromkeys(final.get("notices", []))),  # once each
             }
 
         return research_part
