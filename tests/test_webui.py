@@ -506,11 +506,12 @@ def test_model_answer_streams_token_by_token(
     browser_paths: tuple[str, str], handbook_index: Path, tmp_path: Path
 ) -> None:
     """With a chat model the answer appears word by word, then gets its citation links."""
-    from tests.stub_openai import StubOpenAI
+    from tests.stub_openai import StubOpenAI, structured
     from tests.test_providers import ANSWER, happy_path
 
     with StubOpenAI() as stub:
-        stub.script(*happy_path())
+        plan = structured({"action": "search", "questions": [{"question": WORKED_EXAMPLE}]})
+        stub.script(plan, *happy_path())  # the model plans the turn first
         process, url = start_server(handbook_index, tmp_path, model_env(stub.base_url))
         try:
             with chromium(browser_paths) as driver:
