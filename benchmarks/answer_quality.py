@@ -104,7 +104,7 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
                 "first_cited_gold": bool(cited) and cited[0] in gold_ids,
                 "any_cited_gold": any(c in gold_ids for c in cited),
                 "f1": token_f1(answer, gold_text) if answer.strip() != NOT_COVERED else 0.0,
-                "valid": valid and not state.get("invalid_citations"),
+                "valid": valid and not state.get("footnote_invalid_citations"),
             }
         )
         if n % 20 == 0:

@@ -74,7 +74,8 @@ def main() -> int:
             try:
                 with (
                     mock.patch(
-                        "footnote.ingest.pipeline.load_embeddings", lambda spec="": embeddings
+                        "footnote.ingest.embedding_choice.load_embeddings",
+                        lambda spec="": embeddings,
                     ),
                     mock.patch("footnote.ingest.pipeline.parse_bytes", timer),
                 ):

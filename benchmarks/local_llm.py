@@ -141,7 +141,7 @@ def _ask(
             answer_text.append(str(payload[0].content))
     seconds = time.monotonic() - started
     raw = "".join(answer_text)
-    unsupported = final.get("unsupported_claims")
+    unsupported = final.get("footnote_unsupported_claims")
     return {
         "question": question,
         "seconds": round(seconds, 1),
@@ -150,10 +150,10 @@ def _ask(
         "model_calls": counter.calls,
         "grading": method,
         "citations_valid": len(final.get("citations", [])),
-        "citations_invalid": len(final.get("invalid_citations", [])),
+        "citations_invalid": len(final.get("footnote_invalid_citations", [])),
         "unsupported_claims": None if unsupported is None else len(unsupported),
-        "fallback_notices": [n for n in final.get("notices", []) if "fell back" in n],
-        "route": final.get("route", []),
+        "fallback_notices": [n for n in final.get("footnote_notices", []) if "fell back" in n],
+        "route": final.get("footnote_route", []),
         "answer": final["messages"][-1].content if final.get("messages") else "",
     }
 

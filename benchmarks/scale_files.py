@@ -23,7 +23,8 @@ same chunk texts and vectors, benchmarks/peer_retrieval.py) runs in a third inte
 the same queries; `--no-peer` skips it (its BM25 is pure Python: minutes to build at 1M).
 
 With `--json` it prints one object:
-{"rows", "load_s", "rss_mb", "mask_ms_p50", "mask_first_ms_p50", "recall@10",
+{"rows", "build_s", "build_peak_rss_mb" (the building process's peak), "load_s", "rss_mb",
+ "mask_ms_p50", "mask_first_ms_p50", "recall@10",
  "stages": {"bm25"|"dense"|"pipeline"|"filtered_pipeline": {"p50_ms", "p95_ms"}},
  "peer": {"qps"}, "ours": {"qps"}}   (pipeline queries per second; peer qps null if skipped)
 Build time and index details go to stderr.
@@ -33,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import resource
 import shutil
 import subprocess
 import sys
@@ -319,7 +321,8 @@ def phase_build(args: argparse.Namespace) -> dict[str, Any]:
     texts, vectors = corpus.queries(args.queries)
     np.save(args.work / "query_vectors.npy", vectors)
     (args.work / "queries.json").write_text(json.dumps(texts))
-    return {"build_s": build_s, "rows": args.rows}
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: kB
+    return {"build_s": build_s, "rows": args.rows, "build_peak_rss_mb": peak}
 
 
 def phase_exact(args: argparse.Namespace) -> dict[str, Any]:
@@ -516,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     log(json.dumps({"build_s": built["build_s"], "ours": ours, "peer": peer}, indent=1))
     result = {
         "rows": args.rows,
+        "build_s": built["build_s"],
+        "build_peak_rss_mb": built.get("build_peak_rss_mb"),
         "load_s": ours["load_s"],
         "rss_mb": ours["rss_mb"],
         "mask_ms_p50": ours["mask_ms_p50"],
@@ -536,7 +541,8 @@ def markdown(
     r: dict[str, Any], ours: dict[str, Any], peer: dict[str, Any] | None, built: dict[str, Any]
 ) -> str:
     lines = [
-        f"rows {r['rows']:,}; dense index {ours['index_kind']}; build {built['build_s']:.0f} s; "
+        f"rows {r['rows']:,}; dense index {ours['index_kind']}; build {built['build_s']:.0f} s "
+        f"(writer process peak RSS {built.get('build_peak_rss_mb', float('nan')):.0f} MB); "
         f"load {r['load_s']:.2f} s; RSS {r['rss_mb']:.0f} MB; mask p50 {r['mask_ms_p50']:.2f} ms "
         f"(first query of a caller and filters {r['mask_first_ms_p50']:.2f} ms); "
         f"recall@10 {r['recall@10']:.3f}",

@@ -41,6 +41,8 @@ def cmd_ask(args: argparse.Namespace) -> int:
         "user_groups": args.groups.split(",") if args.groups else None,
         "max_answer_tokens": args.max_answer_tokens,
         "model_timeout_s": args.timeout,
+        "planner": args.planner,
+        "max_searches_per_turn": args.max_searches,
     }
     # Options left out keep the Context's own defaults: they are declared there only.
     context = Context(
@@ -95,21 +97,24 @@ def cmd_ask(args: argparse.Namespace) -> int:
         out = {
             "answer": answer,
             "citations": citations,
-            "route": final.get("route", []),
-            "notices": final.get("notices", []),
-            "invalid_citations": final.get("invalid_citations", []),
-            "unsupported_claims": final.get("unsupported_claims", []),
+            "route": final.get("footnote_route", []),
+            "notices": final.get("footnote_notices", []),
+            "invalid_citations": final.get("footnote_invalid_citations", []),
+            "unsupported_claims": final.get("footnote_unsupported_claims", []),
+            "parts": final.get("parts", []),
+            "searches": final.get("footnote_searches", 0),
+            "model_calls": final.get("footnote_model_calls", 0),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     if printed_answer:
         print()
-        if final.get("invalid_citations") or final.get("unsupported_claims"):
+        if final.get("footnote_invalid_citations") or final.get("footnote_unsupported_claims"):
             print(f"(as checked) {answer}")
     else:
         print(answer)
     _print_sources(citations)
-    for notice in final.get("notices", []):
+    for notice in final.get("footnote_notices", []):
         print(f"note: {notice}", file=sys.stderr)
     return 0
 
@@ -129,7 +134,18 @@ def _describe(event: dict[str, Any]) -> str:
         return f"… searching the web for {event['query']!r}"
     if kind == "fallback_search":
         return f"… the model made no search call; searching for {event['query']!r}"
+    if kind == "planned":
+        return _describe_plan(event)
     return f"… {event}"
+
+
+def _describe_plan(event: dict[str, Any]) -> str:
+    parts = event.get("parts") or []
+    if event.get("turn") != "search":
+        return "… no search needed"
+    if len(parts) < 2:
+        return "… planned one search"
+    return f"… planned {len(parts)} parts: " + "; ".join(repr(p) for p in parts)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -289,6 +305,18 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         metavar="SECONDS",
         help="seconds the model server may stay silent before a call fails; not retried "
         f"(default: {defaults.model_timeout_s:g})",
+    )
+    p.add_argument(
+        "--planner",
+        choices=["model", "rules"],
+        help="who decides whether and what to search: the chat model or the offline rules "
+        f"(default: {defaults.planner}; without --model always the rules)",
+    )
+    p.add_argument(
+        "--max-searches",
+        type=int,
+        metavar="N",
+        help=f"most searches one question may make (default: {defaults.max_searches_per_turn})",
     )
     p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")

@@ -24,9 +24,11 @@ class AnswerNotFound(LookupError):
 
 
 def field(values: Mapping[str, Any], name: str, default: Any = None) -> Any:
-    """`values[name]`, or a namespaced key that ends with it (`footnote:name`, `_name`)."""
-    if name in values:
-        return values[name]
+    """`values[name]`, Footnote's own output key for it (`footnote_name`), or a namespaced
+    key that ends with it (`footnote:name`, `_name`)."""
+    for key in (name, f"footnote_{name}"):
+        if key in values:
+            return values[key]
     for key, value in values.items():
         if isinstance(key, str) and key.rsplit(":", 1)[-1].rsplit(".", 1)[-1].lstrip("_") == name:
             return value

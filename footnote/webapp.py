@@ -35,6 +35,8 @@ _ASSETS = {
     "feedback.css": "text/css; charset=utf-8",
     # Declared by the page, so browsers ask for no /favicon.ico (a 404 per page load).
     "favicon.svg": "image/svg+xml",
+    "parts.js": "text/javascript; charset=utf-8",
+    "parts.css": "text/css; charset=utf-8",
 }
 _SECURITY_HEADERS = {
     # Only this origin's own files and API: no inline script, no third-party anything.

@@ -94,7 +94,8 @@ def answer_tool(
         for c in citations:
             where = c.get("url") or c.get("source")
             lines.append(f"[{c['n']}] {where} § {c.get('section') or ''}".rstrip(" §"))
-        artifact = {"answer": answer, "citations": citations, "notices": out.get("notices", [])}
+        notices = out.get("footnote_notices", [])
+        artifact = {"answer": answer, "citations": citations, "notices": notices}
         return "\n".join(lines), artifact
 
     ask_documents.handle_tool_error = True

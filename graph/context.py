@@ -146,6 +146,38 @@ class Context:
             "the `crossencoder` extra)."
         },
     )
+    planner: str = field(
+        default="model",
+        metadata={
+            "description": "Who plans a turn (whether to search, into which parts to split the "
+            "question, when to search again): 'model' (the chat model, by structured output; "
+            "the rules when there is none or its plan is unusable) or 'rules' (the offline "
+            "planner's readable rules, also with a model)."
+        },
+    )
+    max_searches_per_turn: int = field(
+        default=6,
+        metadata={
+            "description": "Most searches of the index one turn may make, over all its parts "
+            "and rounds. Parts share it; a part left without a search is reported as not "
+            "covered, and the answer says the budget was spent."
+        },
+    )
+    max_model_calls_per_turn: int = field(
+        default=24,
+        metadata={
+            "description": "Most chat-model calls one turn may make (planning, rewriting, "
+            "searching, grading, answering). When a part's share is spent it continues "
+            "offline (rule-based grading and retries) and the answer says so."
+        },
+    )
+    max_parts: int = field(
+        default=4,
+        metadata={
+            "description": "Most sub-questions one question is split into; the rest are "
+            "reported as not searched."
+        },
+    )
     system_prompt: str = field(
         default=prompts.ANSWER_SYSTEM_PROMPT,
         metadata={"description": "Instructions for the answering model (LLM path)."},
@@ -163,8 +195,34 @@ class Context:
         return {name: getattr(value, name) for name in names if hasattr(value, name)}
 
     def __post_init__(self) -> None:
+        for name, kind in _FIELD_TYPES.items():
+            _check_type(name, getattr(self, name), kind)
+        for name, low, high in _RANGES:
+            value = getattr(self, name)
+            if value < low or (high is not None and value > high):
+                bound = f"between {low} and {high}" if high is not None else f"at least {low}"
+                raise ContextError(f"context field {name!r} must be {bound}, not {value!r}")
+        if self.planner not in ("model", "rules"):
+            raise ContextError(f"context field 'planner' must be 'model' or 'rules', not "
+                               f"{self.planner!r}")  # fmt: skip
         check_reranker(self.reranker)
         check_offline_grader(self.offline_grader)
+
+    @classmethod
+    def refuse_configurable(cls, configurable: Mapping[str, Any] | None) -> None:
+        """Footnote's settings come from `context`; the same names in `config["configurable"]`
+        would be silently ignored, so an embedding caller is told instead. (A LangGraph
+        server mirrors a run's context into `configurable`: served runs are not checked.)"""
+        configurable = configurable or {}
+        if "langgraph_auth_user" in configurable:
+            return
+        misplaced = sorted({f.name for f in fields(cls)} & set(configurable))
+        if misplaced:
+            raise ContextError(
+                f"Footnote reads its settings from the run's context, not "
+                f"config['configurable']: pass {', '.join(map(repr, misplaced))} as "
+                f"graph.invoke(..., context={{...}})"
+            )
 
     @classmethod
     def coerce(cls, value: Any) -> Context:
@@ -173,3 +231,66 @@ class Context:
         if isinstance(value, cls):
             return value
         return cls(**cls.known_fields(value))
+
+
+class ContextError(ValueError):
+    """A context value of the wrong type or out of range; the message names the field."""
+
+
+_FIELD_TYPES: dict[str, type] = {
+    "model": str,
+    "model_base_url": str,
+    "model_timeout_s": float,
+    "model_max_retries": int,
+    "max_answer_tokens": int,
+    "max_internal_tokens": int,
+    "embeddings": str,
+    "index_dir": str,
+    "retrieve_k": int,
+    "keep_k": int,
+    "hyde": bool,
+    "grade_threshold": float,
+    "offline_grader": str,
+    "max_retrieval_attempts": int,
+    "web_search": bool,
+    "user_groups": list,
+    "admin": bool,
+    "reranker": str,
+    "planner": str,
+    "max_searches_per_turn": int,
+    "max_model_calls_per_turn": int,
+    "max_parts": int,
+    "system_prompt": str,
+}
+"""The JSON type each field must have: checked, never coerced ("5" is not 5)."""
+
+_RANGES: list[tuple[str, float, float | None]] = [
+    ("model_timeout_s", 0.001, None),
+    ("model_max_retries", 0, None),
+    ("max_answer_tokens", 0, None),
+    ("max_internal_tokens", 0, None),
+    ("retrieve_k", 1, None),
+    ("keep_k", 1, None),
+    ("grade_threshold", 0.0, 1.0),
+    ("max_retrieval_attempts", 1, None),
+    ("max_searches_per_turn", 0, None),
+    ("max_model_calls_per_turn", 0, None),
+    ("max_parts", 1, None),
+]
+
+_TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
+               list: "a list"}  # fmt: skip
+
+
+def _check_type(name: str, value: Any, kind: type) -> None:
+    if kind is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif kind is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    else:
+        ok = isinstance(value, kind)
+    if not ok:
+        raise ContextError(
+            f"context field {name!r} must be {_TYPE_WORDS[kind]}, not {value!r} "
+            f"({type(value).__name__})"
+        )

@@ -1,23 +1,62 @@
 """Wiring of the answer graph; the nodes live in nodes.py.
 
-new_question -> rewrite_query -> call_retriever -> tools -> grade_documents
-    -> generate -> verify_citations -> END
-    -> rewrite_query (weak evidence, attempts left)
-    -> web_search -> generate (budget spent, web search on)
+The turn:      new_question -> plan_turn -> reply -> END                 (no search needed)
+                                        -> research x N (Send, parallel) -> generate
+                                           -> verify_citations -> END
+One part's research (the `research` node runs it once per part):
+               rewrite_query -> call_retriever -> tools -> grade_documents
+                   -> END (enough evidence)   -> plan_hop -> tools | END (multi-hop, model)
+                   -> rewrite_query (weak evidence, attempts and searches left)
+                   -> web_search -> END (budget spent, web search on)
 """
 
 from __future__ import annotations
 
 from langchain_core.language_models import BaseChatModel
+from langgraph.constants import TAG_HIDDEN
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
 from langgraph.types import Checkpointer
 
 from footnote.graph.context import Context
-from footnote.graph.nodes import AnswerNodes, route_after_grading
-from footnote.graph.state import InputState, OutputState, State
+from footnote.graph.nodes import (
+    AnswerNodes,
+    route_after_grading,
+    route_after_hop,
+    route_after_planning,
+)
+from footnote.graph.state import InputState, OutputState, PartState, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
+
+INTERNAL_NODES = ("call_retriever", "tools", "plan_hop")
+"""Research steps whose outputs are tool traffic (tool-call messages, the tool's replies).
+Their tasks carry LangGraph's hidden tag, which `stream_mode="messages"` honours, so a parent
+streaming with `subgraphs=True` sees the answer and nothing else. Their `updates` are hidden
+too; the research graph's `values` still show them."""
+
+
+def make_research_graph(nodes: AnswerNodes) -> CompiledStateGraph[PartState, Context]:
+    """One part's search, grading and retries; its own state, so parts run side by side."""
+    builder = StateGraph(PartState, context_schema=Context)
+    builder.add_node("rewrite_query", nodes.rewrite_query)
+    builder.add_node("call_retriever", nodes.call_retriever)
+    builder.add_node("tools", ToolNode([search_documents], messages_key=SEARCH_CALLS))
+    builder.add_node("grade_documents", nodes.grade_documents)
+    builder.add_node("plan_hop", nodes.plan_hop)
+    builder.add_node("web_search", nodes.web_search)
+
+    builder.add_edge(START, "rewrite_query")
+    builder.add_edge("rewrite_query", "call_retriever")
+    builder.add_edge("call_retriever", "tools")
+    builder.add_edge("tools", "grade_documents")
+    builder.add_conditional_edges("grade_documents", route_after_grading)
+    builder.add_conditional_edges("plan_hop", route_after_hop)
+    builder.add_edge("web_search", END)
+    research = builder.compile(name="footnote_research")
+    for name in INTERNAL_NODES:
+        research.nodes[name].tags = [*(research.nodes[name].tags or []), TAG_HIDDEN]
+    return research
 
 
 def make_graph(
@@ -32,21 +71,19 @@ def make_graph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
     builder.add_node("new_question", nodes.new_question)
-    builder.add_node("rewrite_query", nodes.rewrite_query)
-    builder.add_node("call_retriever", nodes.call_retriever)
-    builder.add_node("tools", ToolNode([search_documents], messages_key=SEARCH_CALLS))
-    builder.add_node("grade_documents", nodes.grade_documents)
-    builder.add_node("web_search", nodes.web_search)
+    builder.add_node("plan_turn", nodes.plan_turn)
+    builder.add_node("reply", nodes.reply)
+    builder.add_node("research", nodes.research_node(make_research_graph(nodes)))
     builder.add_node("generate", nodes.generate)
     builder.add_node("verify_citations", nodes.verify_citations)
 
     builder.add_edge(START, "new_question")
-    builder.add_edge("new_question", "rewrite_query")
-    builder.add_edge("rewrite_query", "call_retriever")
-    builder.add_edge("call_retriever", "tools")
-    builder.add_edge("tools", "grade_documents")
-    builder.add_conditional_edges("grade_documents", route_after_grading)
-    builder.add_edge("web_search", "generate")
+    builder.add_edge("new_question", "plan_turn")
+    builder.add_conditional_edges(
+        "plan_turn", route_after_planning, ["reply", "research", "generate"]
+    )
+    builder.add_edge("reply", END)
+    builder.add_edge("research", "generate")
     builder.add_edge("generate", "verify_citations")
     builder.add_edge("verify_citations", END)
     return builder.compile(checkpointer=checkpointer, name=name)

@@ -1,8 +1,14 @@
-"""The answer graph's nodes. Each LLM role has an LLM path and a deterministic offline path."""
+"""The answer graph's nodes. Each LLM role has an LLM path and a deterministic offline path.
+
+The turn (new_question, plan_turn, reply, research, generate, verify_citations) works on
+`State`; one part's research (rewrite_query, call_retriever, tools, grade_documents, plan_hop,
+web_search) on `PartState`, once per part, in parallel.
+"""
 
 from __future__ import annotations
 
 import functools
+import re
 import uuid
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -11,15 +17,17 @@ from langchain_core.documents import Document
 from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage, SystemMessage
 from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from langgraph.runtime import Runtime
+from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
-from footnote.graph import offline, prompts, support
+from footnote.graph import offline, planner, prompts, support
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.grader import offline_grades
 from footnote.graph.models import ChatModels, Role, is_timeout
-from footnote.graph.state import CLEAR, State
+from footnote.graph.state import CLEAR, Finding, Part, PartState, PlannedPart, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
@@ -65,7 +73,7 @@ def grades_for(count: int) -> type[SourceGrades]:
     )
 
 
-def trace_metadata(context: Context, state: State | None = None) -> dict[str, Any]:
+def trace_metadata(context: Context, state: PartState | None = None) -> dict[str, Any]:
     """What a LangSmith trace should show about a call: which index, model and attempt."""
     meta: dict[str, Any] = {"index": context.index_dir, "model": context.model or "offline"}
     if state is not None:
@@ -103,6 +111,32 @@ def conversation_text(messages: Sequence[AnyMessage], turns: int = 6) -> str:
     )
 
 
+class PlannedQuestion(BaseModel):
+    """One sub-question to search for on its own."""
+
+    question: str = Field(description="The sub-question, standalone (no 'it', 'that').")
+    needs_second_search: bool = Field(
+        default=False,
+        description="True when the answer depends on something the first evidence will name "
+        "(e.g. first the team that owns billing, then that team's expense approver).",
+    )
+
+
+class TurnPlan(BaseModel):
+    """How to handle the user's latest message."""
+
+    action: Literal["search", "reply", "clarify"] = Field(
+        description="'search' the documents; 'reply' without searching (greetings, thanks, "
+        "questions about this conversation); 'clarify' with one question when it is ambiguous."
+    )
+    reply: str = Field(default="", description="The reply or clarifying question, if not 'search'.")
+    questions: list[PlannedQuestion] = Field(
+        default_factory=list,
+        description="For 'search': one entry per part of the question, in the order asked; "
+        "a single question is one entry.",
+    )
+
+
 class AnswerNodes:
     """Node functions bound to an optional chat model; without one they run offline."""
 
@@ -113,63 +147,245 @@ class AnswerNodes:
         """The model for this run: the one given to the factory, else the context's string."""
         return self.models.get(context, role)
 
+    # ------------------------------------------------------------------ the turn
+
     def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Start a turn: take the latest human message and forget the previous turn's work."""
+        """Start a turn: check the settings, take the latest human message and forget the
+        previous turn's work (its citations stay at hand for "what did you cite?")."""
+        Context.coerce(runtime.context)  # wrong types or ranges fail here, with the field named
+        Context.refuse_configurable(get_config().get("configurable"))
         questions = human_questions(state.messages)
         return {
             "question": questions[-1] if questions else "",
             "standalone_question": "",
-            "query": "",
-            "hyde_passage": "",
-            "attempts": 0,
+            "turn": "",
+            "reply": "",
+            "plan": [],
+            "findings": CLEAR,
+            "previous_citations": state.citations,
             "documents": CLEAR,
-            "candidates": CLEAR,
-            SEARCH_CALLS: CLEAR,
             "citations": [],
-            "invalid_citations": [],
-            "unsupported_claims": [],
-            "notices": CLEAR,
-            "route": [CLEAR, "new_question"],
+            "parts": [],
+            "footnote_invalid_citations": [],
+            "footnote_unsupported_claims": [],
+            "footnote_searches": 0,
+            "footnote_model_calls": 0,
+            "footnote_notices": CLEAR,
+            "footnote_route": [CLEAR, "new_question"],
         }
 
-    def rewrite_query(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Write the search query for this attempt: standalone first, different on a retry."""
+    def plan_turn(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Decide whether to search, and for what: the model's plan (structured output), or
+        offline the planner's rules. A follow-up is made standalone first."""
         context = Context.coerce(runtime.context)
-        model = self.chat_model(context)
+        model = self.chat_model(context) if context.max_model_calls_per_turn > 0 else None
         earlier = human_questions(state.messages)[:-1]
         notices: list[str] = []
+        calls = 0
+        standalone, strategy = state.question, "as_asked"
+        if model is not None and earlier:  # rewriting a follow-up is not planning: always
+            standalone = self._ask(
+                model,
+                prompts.REWRITE_PROMPT.format(
+                    conversation=conversation_text(state.messages[:-1]), question=state.question
+                ),
+                "rewrite_query",
+            ).strip().strip('"') or state.question
+            strategy, calls = "llm_rewrite", calls + 1
+        decided: TurnPlan | None = None
+        if model is not None and context.planner == "model":
+            decided, notice = self._model_plan(context, state, standalone)
+            calls += 1
+            if decided is None:
+                notices.append(notice)
+        elif self.chat_model(context) is not None and context.max_model_calls_per_turn == 0:
+            notices.append("The model-call budget is 0: this turn was planned offline.")
+        if decided is None:
+            turn, reply, plan = self._offline_plan(context, state, earlier)
+            if turn == "search" and len(plan) == 1 and strategy == "llm_rewrite":
+                plan = [(standalone, strategy, 0)]
+        else:
+            turn, reply = decided.action, decided.reply.strip()
+            asked = [q for q in decided.questions if q.question.strip()]
+            plan = [
+                (q.question.strip(), strategy if len(asked) == 1 else "planned",
+                 1 if q.needs_second_search else 0)
+                for q in asked[: context.max_parts]
+            ] or [(standalone, strategy, 0)]  # fmt: skip
+            if turn != "search" and not reply:
+                turn = "search"  # a reply with nothing to say is no reply: search instead
+        standalone = plan[0][0] if len(plan) == 1 else state.question
+        parts = self._budget(context, plan, calls) if turn == "search" else []
+        if turn == "search" and any(p["max_searches"] == 0 for p in parts):
+            skipped = sum(p["max_searches"] == 0 for p in parts)
+            notices.append(
+                f"Search budget spent: {skipped} part(s) of the question were not searched "
+                f"(max_searches_per_turn = {context.max_searches_per_turn})."
+            )
+        runtime.stream_writer(
+            {"event": "planned", "turn": turn, "parts": [p["question"] for p in parts]}
+        )
+        return {
+            "turn": turn,
+            "reply": reply,
+            "plan": parts,
+            "standalone_question": standalone,
+            "footnote_model_calls": calls,
+            "footnote_notices": notices,
+            "footnote_route": [f"plan_turn:{turn}:{len(parts)}"],
+        }
+
+    def _model_plan(
+        self, context: Context, state: State, standalone: str
+    ) -> tuple[TurnPlan | None, str]:
+        """The model's plan, or None and why it could not be used."""
+        prompt = prompts.PLAN_PROMPT.format(
+            conversation=conversation_text(state.messages[:-1]) or "(none)",
+            question=standalone,
+            max_parts=context.max_parts,
+        )
+        try:
+            plan, _ = self.models.structured(
+                context, TurnPlan, prompt, internal_call("plan_turn", trace_metadata(context))
+            )
+        except Exception as exc:  # an unusable plan must not end the run: plan by the rules
+            if is_timeout(exc):
+                raise
+            return None, f"Planning fell back to the rules ({type(exc).__name__})."
+        return plan, ""
+
+    @staticmethod
+    def _offline_plan(
+        context: Context, state: State, earlier: list[str]
+    ) -> tuple[str, str, list[tuple[str, str, int]]]:
+        previous = [m for m in state.messages[:-1] if isinstance(m, AIMessage) and not m.tool_calls]
+        reply = planner.conversational_reply(
+            state.question,
+            earlier[-1] if earlier else "",
+            text_of(previous[-1]) if previous else "",
+            state.previous_citations,
+        )
+        if reply is not None:
+            return "reply", reply, []
+        parts = planner.split_question(state.question, max_parts=context.max_parts)
+        if len(parts) == 1:
+            question, strategy = planner.condense_question(state.question, earlier)
+            return "search", "", [(question, strategy, 0)]
+        return "search", "", [(part, "split", 0) for part in parts]
+
+    @staticmethod
+    def _budget(
+        context: Context, plan: list[tuple[str, str, int]], calls_used: int
+    ) -> list[PlannedPart]:
+        """Each part's share of the turn's searches and model calls. Parts share the budget
+        evenly, earlier parts first; a part with no search left is reported not covered."""
+        n = len(plan)
+        searches, calls = context.max_searches_per_turn, context.max_model_calls_per_turn
+        calls_left = max(0, calls - calls_used)
+        return [
+            {
+                "index": i,
+                "question": question,
+                "strategy": strategy,
+                "hops": hops,
+                "max_searches": searches // n + (1 if i < searches % n else 0),
+                "max_model_calls": calls_left // n + (1 if i < calls_left % n else 0),
+            }
+            for i, (question, strategy, hops) in enumerate(plan)
+        ]
+
+    def reply(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """A turn that needs no documents: the planned reply, no search, no citations."""
+        message = AIMessage(content=state.reply, id=f"answer-{uuid.uuid4().hex[:12]}")
+        runtime.stream_writer({"event": "answer", "text": state.reply})
+        return {"messages": [message], "footnote_route": [f"reply:{state.turn}"]}
+
+    def research_node(self, research: Any) -> Any:
+        """The node that runs one part's research graph (`research`, compiled in graph.py).
+
+        It is called through `Send` once per part, in parallel. The research graph runs as a
+        nested graph whose progress events are passed on to this run's own stream, so callers
+        see them without streaming subgraphs.
+        """
+
+        def research_part(part: dict[str, Any], runtime: Runtime[Context]) -> dict[str, Any]:
+            final: dict[str, Any] = {}
+            for mode, payload in research.stream(
+                part, context=runtime.context, stream_mode=["custom", "values"]
+            ):
+                if mode == "custom":
+                    if part.get("of", 1) > 1:
+                        payload = {**payload, "part": part["index"]}
+                    runtime.stream_writer(payload)
+                else:
+                    final = payload
+            finding: Finding = {
+                "index": part["index"],
+                "question": part["question"],
+                "documents": list(final.get("documents", [])),
+                "searches": final.get("searches", 0),
+                "model_calls": final.get("model_calls", 0),
+            }
+            return {
+                "findings": [finding],
+                "footnote_route": list(final.get("route", [])),
+                "footnote_notices": list(dict.fromkeys(final.get("notices", []))),  # once each
+            }
+
+        return research_part
+
+    # ------------------------------------------------------------------ one part's research
+
+    def _part_model(
+        self, context: Context, state: PartState, role: Role = "internal"
+    ) -> BaseChatModel | None:
+        """The model for a part's next call, or None when offline or the part's share of the
+        model-call budget is spent (the part then continues offline)."""
+        model = self.chat_model(context, role)
+        if model is None or state.model_calls >= state.max_model_calls:
+            return None
+        return model
+
+    @staticmethod
+    def _budget_notice(state: PartState) -> list[str]:
+        return [
+            f'Model-call budget spent while researching "{state.question}": continued offline '
+            "(max_model_calls_per_turn)."
+        ]
+
+    def rewrite_query(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Write the search query for this attempt: the part's question first, a different
+        query on a retry."""
+        context = Context.coerce(runtime.context)
+        model = self._part_model(context, state)
+        notices: list[str] = []
+        calls = 0
         hyde = ""
         if state.attempts == 0:
-            if model is not None and earlier:
-                query = self._ask(
-                    model,
-                    prompts.REWRITE_PROMPT.format(
-                        conversation=conversation_text(state.messages[:-1]),
-                        question=state.question,
-                    ),
-                    "rewrite_query",
-                )
-                strategy = "llm_rewrite"
-            else:
-                query, strategy = offline.condense_question(state.question, earlier)
+            query, strategy = state.question, state.first_strategy
         elif model is not None:
             query = self._ask(
                 model,
                 prompts.RETRY_PROMPT.format(query=state.query, question=state.question),
                 "rewrite_query",
             )
-            strategy = "llm_retry"
+            strategy, calls = "llm_retry", 1
         else:
+            if self.chat_model(context) is not None:
+                notices += self._budget_notice(state)
             query, strategy = offline.retry_query(state.query, state.candidates), "prf"
         if context.hyde:
-            if model is None:
+            if self.chat_model(context) is None:
                 if state.attempts == 0:
                     notices.append("HyDE needs a chat model; it is unavailable offline.")
-            else:
-                hyde = self._ask(model, prompts.HYDE_PROMPT.format(question=state.question), "hyde")
-                strategy += "+hyde"
+            elif state.model_calls + calls < state.max_model_calls:
+                hyde = self._ask(
+                    model or self.models.get(context),  # type: ignore[arg-type]
+                    prompts.HYDE_PROMPT.format(question=state.question),
+                    "hyde",
+                )
+                strategy, calls = strategy + "+hyde", calls + 1
         query = query.strip().strip('"') or state.question
-        standalone = state.standalone_question or query
         runtime.stream_writer(
             {
                 "event": "rewriting",
@@ -180,14 +396,15 @@ class AnswerNodes:
         )
         return {
             "query": query,
-            "standalone_question": standalone,
+            "standalone_question": state.question,
             "hyde_passage": hyde,
             "strategy": strategy,
+            "model_calls": state.model_calls + calls,
             "notices": notices,
             "route": [f"rewrite_query:{strategy}"],
         }
 
-    def call_retriever(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    def call_retriever(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
         """The agent step: a model chooses its search calls; offline, one call with the query.
 
         The graph only gets here when it must search, so the model is asked for the tool by
@@ -195,8 +412,11 @@ class AnswerNodes:
         search as the offline path, and the route, a notice and the trace say so.
         """
         context = Context.coerce(runtime.context)
-        if self.chat_model(context) is None:
-            return self._search_update(_search_call(state.query), "call_retriever")
+        if self._part_model(context, state) is None:
+            update = self._search_update(state, _search_call(state.query), "call_retriever")
+            if self.chat_model(context) is not None:
+                update["notices"] = self._budget_notice(state)
+            return update
         prompt = prompts.AGENT_PROMPT.format(question=state.standalone_question, query=state.query)
         response, how = self.models.call_tool(
             context,
@@ -204,53 +424,103 @@ class AnswerNodes:
             [SystemMessage(prompt)],
             internal_call("call_retriever", trace_metadata(context, state)),
         )
+        calls = state.model_calls + 1
         if isinstance(response, AIMessage) and response.tool_calls:
             if all(_usable_query(call.get("args", {})) for call in response.tool_calls):
-                return self._search_update(response, "call_retriever")
+                # The part's search budget bounds the calls one reply may make.
+                allowed = max(1, state.max_searches - state.searches)
+                if len(response.tool_calls) > allowed:
+                    response = response.model_copy(
+                        update={"tool_calls": response.tool_calls[:allowed]}
+                    )
+                return {**self._search_update(state, response, "call_retriever"),
+                        "model_calls": calls}  # fmt: skip
             # A forced call from a small model can carry an empty or non-text query.
-            return self._fallback_search(
+            return {**self._fallback_search(
                 state, runtime, "model's search call had no usable query",
                 "The model's search call had no usable query",
-            )  # fmt: skip
+            ), "model_calls": calls}  # fmt: skip
         asked = {
             "named": "asked for it by name",
             "offered": "offered the tool",
             "refused": "the server refuses tools",
         }[how]
-        return self._fallback_search(
+        return {**self._fallback_search(
             state, runtime, f"model made no tool call ({asked})",
             f"The model made no search call ({asked})",
-        )  # fmt: skip
+        ), "model_calls": calls}  # fmt: skip
 
     def _fallback_search(
-        self, state: State, runtime: Runtime[Context], why: str, told: str
+        self, state: PartState, runtime: Runtime[Context], why: str, told: str
     ) -> dict[str, Any]:
         """The graph's own search with the rewritten query; `why` goes to the trace, `told`
         opens the notice."""
         runtime.stream_writer({"event": "fallback_search", "query": state.query})
         update = self._search_update(
-            _search_call(state.query, fallback=why), "call_retriever:fallback_search"
+            state, _search_call(state.query, fallback=why), "call_retriever:fallback_search"
         )
         update["notices"] = [f"{told}; Footnote searched with the rewritten query itself."]
         return update
 
     @staticmethod
-    def _search_update(call: AIMessage, step: str) -> dict[str, Any]:
-        return {SEARCH_CALLS: [CLEAR, call], "candidates": CLEAR, "route": [step]}
+    def _search_update(state: PartState, call: AIMessage, step: str) -> dict[str, Any]:
+        return {
+            SEARCH_CALLS: [CLEAR, call],
+            "candidates": CLEAR,
+            "searches": state.searches + len(call.tool_calls),
+            "route": [step],
+        }
 
-    def grade_documents(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    def plan_hop(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
+        """Multi-hop (model only): shown the evidence so far, the model may search once more
+        for what it names ("the team that owns billing" -> that team's approver)."""
+        context = Context.coerce(runtime.context)
+        model = self._part_model(context, state)
+        if model is None:
+            return {"hops": 0, "route": ["plan_hop:budget"]}
+        prompt = prompts.HOP_PROMPT.format(
+            question=state.question, sources=format_sources(state.documents)
+        )
+        response = model.bind_tools([search_documents]).invoke(
+            [SystemMessage(prompt)], config=internal_call("plan_hop", trace_metadata(context))
+        )
+        update: dict[str, Any] = {"hops": state.hops - 1, "model_calls": state.model_calls + 1}
+        if (
+            isinstance(response, AIMessage)
+            and response.tool_calls
+            and all(_usable_query(call.get("args", {})) for call in response.tool_calls)
+        ):
+            response = response.model_copy(update={"tool_calls": response.tool_calls[:1]})
+            query = response.tool_calls[0]["args"]["query"]
+            runtime.stream_writer({"event": "rewriting", "query": query, "strategy": "hop",
+                                   "attempt": state.attempts + 1})  # fmt: skip
+            update.update(self._search_update(state, response, "plan_hop:search"))
+            update["strategy"] = "hop"
+            update["query"] = query
+            return update
+        update["route"] = ["plan_hop:done"]
+        return update
+
+    def grade_documents(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
         candidates = state.candidates
-        grades, notice, method = self._grade(context, state.standalone_question, candidates)
+        use_model = self._part_model(context, state) is not None
+        grades, notice, method = self._grade(context, state.question, candidates, use_model)
+        notices = [notice] if notice else []
+        if not use_model and self.chat_model(context) is not None:
+            notices += self._budget_notice(state)
         # Grades filter; they reorder only when a model gave them. The offline grade is a
         # coarser signal than the retrieval ranking it would otherwise overrule.
         order = list(range(len(candidates)))
-        if self.chat_model(context) is not None:
+        if use_model:
             order = sorted(order, key=lambda i: -grades[i])
         kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
         ]
+        if state.strategy == "hop":  # a hop adds to what the first search found
+            seen = {d.id for d in state.documents}
+            kept = [*state.documents, *(d for d in kept if d.id not in seen)]
         runtime.stream_writer(
             {
                 "event": "graded",
@@ -260,21 +530,32 @@ class AnswerNodes:
                 "attempt": state.attempts + 1,
             }
         )
+        attempts = state.attempts + 1
+        if (
+            not kept
+            and attempts < context.max_retrieval_attempts
+            and state.searches >= state.max_searches
+        ):
+            notices.append(
+                f'Search budget spent: "{state.question}" was searched {state.searches} '
+                "time(s) (max_searches_per_turn)."
+            )
         return {
             SEARCH_CALLS: CLEAR,
             "documents": [CLEAR, *kept],
-            "attempts": state.attempts + 1,
-            "notices": [notice] if notice else [],
+            "attempts": attempts,
+            "model_calls": state.model_calls + (1 if use_model and candidates else 0),
+            "notices": notices,
             "route": [f"grade_documents:{len(kept)}/{len(candidates)}"],
         }
 
     def _grade(
-        self, context: Context, question: str, candidates: Sequence[Candidate]
+        self, context: Context, question: str, candidates: Sequence[Candidate], use_model: bool
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
         fallback = offline_grades(candidates, context.offline_grader)
-        if self.chat_model(context) is None or not candidates:
+        if not use_model or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]
         try:
@@ -297,7 +578,7 @@ class AnswerNodes:
             return fallback, notice, "offline"
         return [max(0.0, min(1.0, s / 10)) for s in result.scores], None, method
 
-    def web_search(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+    def web_search(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
         """Last resort when the index cannot answer: Tavily results as labelled web sources."""
         context = Context.coerce(runtime.context)
         reason = web_search_available()
@@ -305,54 +586,111 @@ class AnswerNodes:
             return {"notices": [reason], "route": ["web_search:off"]}
         runtime.stream_writer({"event": "web_search", "query": state.query})
         try:
-            docs = search_web(
-                state.standalone_question or state.question, max_results=context.keep_k
-            )
+            docs = search_web(state.question, max_results=context.keep_k)
         except WebSearchError as exc:
             return {"notices": [str(exc)], "route": ["web_search:failed"]}
         return {"documents": [CLEAR, *docs], "route": [f"web_search:{len(docs)}"]}
 
+    # ------------------------------------------------------------------ the answer
+
     def generate(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Answer from the numbered sources, or say plainly that they do not cover it."""
+        """One answer for the turn: each covered part answered from its own evidence, each
+        uncovered part named plainly. Sources are numbered once across the parts."""
         context = Context.coerce(runtime.context)
-        docs = state.documents
+        findings = {f["index"]: f for f in state.findings}
+        documents: list[Document] = []
+        numbers: dict[str | None, int] = {}
+        for part in state.plan:
+            for doc in findings.get(part["index"], _NO_FINDING)["documents"]:
+                if doc.id is None or doc.id not in numbers:
+                    documents.append(doc)
+                    numbers[doc.id] = len(documents)
         model = self.chat_model(context, "answer")
-        if not docs:
-            answer = prompts.NOT_COVERED
-        elif model is not None:
+        calls_left = context.max_model_calls_per_turn - state.footnote_model_calls - sum(
+            f["model_calls"] for f in findings.values()
+        )
+        answer_calls = 0
+        paragraphs: list[str] = []
+        for part in state.plan:
+            docs = findings.get(part["index"], _NO_FINDING)["documents"]
+            if not docs:
+                paragraphs.append(
+                    prompts.NOT_COVERED
+                    if len(state.plan) == 1
+                    else prompts.NOT_COVERED_PART.format(question=part["question"])
+                )
+                continue
+            use_model = model is not None and answer_calls < calls_left
+            text = self._answer_part(context, part["question"], docs, model if use_model else None)
+            answer_calls += 1 if use_model else 0
+            global_numbers = [numbers[d.id] if d.id is not None else 0 for d in docs]
+            text = _renumber(text, global_numbers)
+            if len(state.plan) == 1:
+                paragraphs.append(text or prompts.NOT_COVERED)
+            else:
+                paragraphs.append(
+                    f"{part['question']}\n{text}" if text else
+                    prompts.NOT_COVERED_PART.format(question=part["question"])
+                )  # fmt: skip
+        answer = "\n\n".join(paragraphs) or prompts.NOT_COVERED
+        if model is None:
+            runtime.stream_writer({"event": "answer", "text": answer})
+        notices = []
+        if model is not None and answer_calls < sum(
+            bool(findings.get(p["index"], _NO_FINDING)["documents"]) for p in state.plan
+        ):
+            notices.append("Model-call budget spent: some parts were answered extractively.")
+        message = AIMessage(content=answer, id=f"answer-{uuid.uuid4().hex[:12]}")
+        return {
+            "messages": [message],
+            "documents": [CLEAR, *documents],
+            "footnote_searches": sum(f["searches"] for f in findings.values()),
+            "footnote_model_calls": state.footnote_model_calls
+            + sum(f["model_calls"] for f in findings.values())
+            + answer_calls,
+            "footnote_notices": notices,
+            "footnote_route": ["generate"],
+        }
+
+    def _answer_part(
+        self,
+        context: Context,
+        question: str,
+        docs: Sequence[Document],
+        model: BaseChatModel | None,
+    ) -> str:
+        """One part's answer from its own sources, numbered from 1."""
+        if model is not None:
             response = model.invoke(
                 [
                     SystemMessage(context.system_prompt),
                     HumanMessage(
                         prompts.SOURCES_TEMPLATE.format(
-                            sources=format_sources(docs), question=state.standalone_question
+                            sources=format_sources(docs), question=question
                         )
                     ),
                 ],
                 config={
                     "run_name": "generate",
-                    "metadata": {**trace_metadata(context, state), "sources": len(docs)},
+                    "metadata": {**trace_metadata(context), "sources": len(docs)},
                 },
             )
-            answer = text_of(response)
-        else:
-            embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
-            answer = offline.extractive_answer(state.standalone_question, docs, embeddings)
-            answer = answer or prompts.NOT_COVERED
-            runtime.stream_writer({"event": "answer", "text": answer})
-        message = AIMessage(content=answer, id=f"answer-{uuid.uuid4().hex[:12]}")
-        return {"messages": [message], "route": ["generate"]}
+            text = text_of(response)
+            return "" if text.strip() == prompts.NOT_COVERED else text
+        embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
+        return offline.extractive_answer(question, docs, embeddings)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Drop citations that name no given source, then the cited sentences their sources
-        do not support (`support.py`); list the valid citations for the caller."""
+        do not support (`support.py`); list the valid citations and each part's coverage."""
         answer = state.messages[-1]
         if prompts.NOT_COVERED in text_of(answer) and not _has_citation(text_of(answer)):
             return {
                 "citations": [],
-                "invalid_citations": [],
-                "unsupported_claims": [],
-                "route": ["verify_citations"],
+                "parts": self._parts(state, []),
+                "footnote_invalid_citations": [],
+                "footnote_unsupported_claims": [],
+                "footnote_route": ["verify_citations"],
             }
         cleaned, valid, invalid = verify(text_of(answer), state.documents)
         notices = []
@@ -364,21 +702,38 @@ class AnswerNodes:
         unsupported = [c.to_dict() for c in checks if not c.supported]
         if unsupported:
             cleaned = support.remove_claims(cleaned, checks) or prompts.NOT_COVERED
+            cleaned = _name_emptied_parts(cleaned, state.plan)
             _, valid, _ = verify(cleaned, state.documents)
             notices.append(
                 f"Removed {len(unsupported)} claim(s) that the sources they cite do not support."
             )
         update: dict[str, Any] = {
             "citations": citation_entries(valid, state.documents),
-            "invalid_citations": invalid,
-            "unsupported_claims": unsupported,
-            "route": ["verify_citations"],
+            "parts": self._parts(state, valid),
+            "footnote_invalid_citations": invalid,
+            "footnote_unsupported_claims": unsupported,
+            "footnote_route": ["verify_citations"],
         }
         if notices:
-            update["notices"] = notices
+            update["footnote_notices"] = notices
         if cleaned != text_of(answer):
             update["messages"] = [AIMessage(content=cleaned, id=answer.id)]
         return update
+
+    @staticmethod
+    def _parts(state: State, cited: Sequence[int]) -> list[Part]:
+        """Each planned part with the cited numbers of its own sources; covered when the
+        answer cites at least one of them."""
+        findings = {f["index"]: f for f in state.findings}
+        number = {doc.id: n for n, doc in enumerate(state.documents, 1)}
+        parts: list[Part] = []
+        for part in state.plan:
+            own = {number.get(d.id) for d in findings.get(part["index"], _NO_FINDING)["documents"]}
+            citations = [n for n in cited if n in own]
+            parts.append(
+                {"question": part["question"], "covered": bool(citations), "citations": citations}
+            )
+        return parts
 
     @staticmethod
     def _check_support(
@@ -399,18 +754,82 @@ class AnswerNodes:
         return text_of(response).strip()
 
 
+_NO_FINDING: Finding = {"index": -1, "question": "", "documents": [], "searches": 0,
+                        "model_calls": 0}  # fmt: skip
+
+
+def _name_emptied_parts(answer: str, plan: Sequence[PlannedPart]) -> str:
+    """A part whose every claim was removed as unsupported is named as not covered, never
+    left as a bare heading."""
+    paragraphs = answer.split("\n\n")
+    if len(plan) < 2 or len(paragraphs) != len(plan):
+        return answer
+    named = [
+        prompts.NOT_COVERED_PART.format(question=part["question"])
+        if not _has_citation(text) and "do not cover" not in text
+        else text
+        for part, text in zip(plan, paragraphs, strict=True)
+    ]
+    return "\n\n".join(named)
+
+
+def _renumber(text: str, numbers: Sequence[int]) -> str:
+    """A part's answer cites its own sources from 1; the turn numbers them across parts."""
+
+    def swap(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
+
+    return re.sub(r"\[(\d+)\]", swap, text)
+
+
+def route_after_planning(state: State) -> list[Send] | Literal["reply", "generate"]:
+    """No search needed: reply. Otherwise research every part that has searches left, in
+    parallel; a plan with none left goes straight to the (uncovered) answer."""
+    if state.turn in ("reply", "clarify"):
+        return "reply"
+    sends = [
+        Send(
+            "research",
+            {
+                "index": part["index"],
+                "of": len(state.plan),
+                "question": part["question"],
+                "standalone_question": part["question"],
+                "first_strategy": part["strategy"],
+                "hops": part["hops"],
+                "max_searches": part["max_searches"],
+                "max_model_calls": part["max_model_calls"],
+            },
+        )
+        for part in state.plan
+        if part["max_searches"] > 0
+    ]
+    return sends or "generate"
+
+
 def route_after_grading(
-    state: State, runtime: Runtime[Context]
-) -> Literal["generate", "rewrite_query", "web_search"]:
-    """Enough evidence: answer. Too little: look again while the budget lasts, then the web."""
+    state: PartState, runtime: Runtime[Context]
+) -> Literal["plan_hop", "rewrite_query", "web_search", "__end__"]:
+    """Enough evidence: done, or one more hop when the plan allows it. Too little: look again
+    while both budgets last (rounds per part, the part's share of searches), then the web."""
     context = Context.coerce(runtime.context)
     if state.documents:
-        return "generate"
-    if state.attempts < max(1, context.max_retrieval_attempts):
+        return "plan_hop" if state.hops > 0 and state.searches < state.max_searches else "__end__"
+    if state.attempts < max(1, context.max_retrieval_attempts) and (
+        state.searches < state.max_searches
+    ):
         return "rewrite_query"
     if context.web_search:
         return "web_search"
-    return "generate"
+    return "__end__"
+
+
+def route_after_hop(state: PartState) -> Literal["tools", "__end__"]:
+    """A hop that made a search call goes to the tool; otherwise the part is done."""
+    calls = state.search_calls
+    made_call = bool(calls) and isinstance(calls[-1], AIMessage) and bool(calls[-1].tool_calls)
+    return "tools" if made_call else "__end__"
 
 
 def _search_call(query: str, fallback: str = "") -> AIMessage:

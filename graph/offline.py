@@ -1,7 +1,7 @@
 """The embedded default's LLM-free stand-ins for each LLM role, deterministic and measured.
 
-- rewriting: the question as asked; a short follow-up is joined to the previous question;
-  a retry adds pseudo-relevance-feedback terms from the last candidates.
+- rewriting: a retry adds pseudo-relevance-feedback terms from the last candidates (making a
+  follow-up standalone and splitting a question into parts are the planner's: planner.py).
 - grading: a grade per chunk from its embedding similarity to the question, the share of
   the question's (idf-weighted) keywords it contains and its place among the other
   candidates (`grader.py`: the linear blend by default, or the calibrated model).
@@ -27,21 +27,6 @@ _REFERRING_START = re.compile(
     r"^(they|it|this|these|those|that|such|because|however|instead|so|then)\b", re.IGNORECASE
 )
 """A sentence opening like this leans on the one before; quoting it alone misleads."""
-
-_FOLLOW_UP = re.compile(
-    r"^(and|or|but|also|what about|how about|same for|what if|then|so)\b|\b(it|that|this|they|"
-    r"them|those|these)\b",
-    re.IGNORECASE,
-)
-
-
-def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[str, str]:
-    """A standalone query without an LLM: a short or referring follow-up borrows the previous
-    question's words. Returns (query, strategy)."""
-    if earlier_questions and (len(question.split()) <= 6 or _FOLLOW_UP.search(question.strip())):
-        return f"{earlier_questions[-1]} {question}", "condensed"
-    return question, "as_asked"
-
 
 def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     """A different query for the next round: pseudo-relevance feedback from the candidates."""

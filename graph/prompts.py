@@ -5,6 +5,9 @@ from footnote.tools.sources import UNTRUSTED_SOURCES
 NOT_COVERED = "The sources I have do not cover this."
 """The one fixed phrase for questions the sources cannot answer; tests assert on it."""
 
+NOT_COVERED_PART = 'The sources I have do not cover "{question}"'
+"""How an answer names a part of a question the sources cannot answer."""
+
 CITATION_RULES = """Cite every claim with the number of the source it comes from, in square \
 brackets, right after the claim: "Keys are rotated every 90 days [1]." Cite several sources \
 as [1][3]. Only cite numbers that appear in the sources list.
@@ -68,3 +71,31 @@ JSON_MODE_INSTRUCTIONS = """
 
 Reply with one JSON object and nothing else. It must match this JSON schema:
 {schema}"""
+
+PLAN_PROMPT = """Plan how to handle the user's latest message to an assistant that answers \
+from a team's documents.
+
+- action "reply": the message needs no documents (a greeting, thanks, goodbye, or a question \
+about this conversation itself). Put a short reply in "reply".
+- action "clarify": the message could mean clearly different things and the conversation does \
+not say which. Put one short clarifying question in "reply".
+- action "search": anything else. List the parts to search for in "questions": one entry for a \
+single question; one per part when it asks several things (joined by "and"/"also", a list, or \
+a comparison of two named things), at most {max_parts}. Never split a single question. Mark \
+needs_second_search when answering depends on something the first evidence will name.
+
+Conversation so far:
+{conversation}
+
+Latest message: {question}"""
+
+HOP_PROMPT = f"""You are researching a question from a team's documents. Below is the evidence \
+found so far. If answering the question depends on something this evidence names (a team, a \
+person, a system) that still has to be looked up, call search_documents once with a query for \
+it. If the evidence already answers the question, reply DONE and call no tool.
+
+{UNTRUSTED_SOURCES}
+
+Question: {{question}}
+
+{{sources}}"""

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage
 from langgraph.graph import add_messages
+from typing_extensions import TypedDict
 
 from footnote.tools.documents import Candidate
 
@@ -48,40 +49,109 @@ class InputState:
     """The conversation; the last human message is the question."""
 
 
+class Part(TypedDict):
+    """One part of a question, as the answer reports it."""
+
+    question: str
+    covered: bool
+    citations: list[int]
+
+
 @dataclass(kw_only=True)
 class OutputState:
-    """What a caller gets back: the conversation with the answer, and its sources."""
+    """What a caller gets back: the conversation with the answer, its sources and per-part
+    coverage. Only `messages`, `citations` and `parts` are meant to be shared with a parent
+    graph; Footnote's own reporting lives in `footnote_*` keys so a parent's keys of the same
+    plain names (`route`, `notices`, ...) are never overwritten."""
 
     messages: Annotated[list[AnyMessage], add_messages] = field(default_factory=list)
     citations: list[dict[str, Any]] = field(default_factory=list)
     """One entry per source cited in the answer: n, chunk_id, source, section, page or
     lines, url."""
-    route: Annotated[list[str], append_or_clear] = field(default_factory=list)
-    """The path taken through the graph, e.g. rewrite_query, retrieve, grade:0/8, ..."""
-    notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
-    """Things the user should know (HyDE unavailable offline, web search off, ...)."""
-    invalid_citations: list[int] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+    """The question's parts: each with whether the documents covered it and the citation
+    numbers of its answer. A single question has one part; a turn that needed no search none."""
+    footnote_route: Annotated[list[str], append_or_clear] = field(default_factory=list)
+    """The path taken through the graph, e.g. plan_turn:search:1, rewrite_query, ..."""
+    footnote_notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
+    """Things the user should know (HyDE unavailable offline, web search off, budget spent)."""
+    footnote_invalid_citations: list[int] = field(default_factory=list)
     """Citation numbers the answer used that name no given source; removed from it."""
-    unsupported_claims: list[dict[str, Any]] = field(default_factory=list)
+    footnote_unsupported_claims: list[dict[str, Any]] = field(default_factory=list)
     """Cited sentences that the sources they cite do not support, removed from the answer:
     claim, citations, and the evidence (lexical share, rarest missing keyword, similarity)."""
+    footnote_searches: int = 0
+    """Searches of the index this turn made (all parts, all rounds)."""
+    footnote_model_calls: int = 0
+    """Chat-model calls this turn made (0 offline)."""
+
+
+class PlannedPart(TypedDict):
+    """A sub-question the planner will have researched, with its share of the turn's budget."""
+
+    index: int
+    question: str
+    strategy: str
+    """How the question was made standalone: as_asked, condensed, llm_rewrite, split, planned."""
+    hops: int
+    """Extra searches allowed with what the first evidence names (multi-hop; model only)."""
+    max_searches: int
+    max_model_calls: int
+
+
+class Finding(TypedDict):
+    """One part's research: the chunks it kept and what it spent."""
+
+    index: int
+    question: str
+    documents: list[Document]
+    searches: int
+    model_calls: int
 
 
 @dataclass(kw_only=True)
 class State(OutputState):
-    """Working fields of one answer; reset at the start of each question."""
+    """Working fields of one turn; reset at the start of each question."""
 
     question: str = ""
     """The latest human message, as asked."""
     standalone_question: str = ""
-    """The question rewritten to stand on its own (follow-ups resolved); graded and answered."""
+    """The question rewritten to stand on its own (follow-ups resolved), before planning."""
+    turn: str = ""
+    """What the planner decided: "search", "reply" (no documents needed) or "clarify"."""
+    reply: str = ""
+    """The direct reply of a turn that needs no search (or the clarifying question)."""
+    plan: list[PlannedPart] = field(default_factory=list)
+    """The sub-questions to research, in the order they were asked."""
+    findings: Annotated[list[Finding], append_or_clear] = field(default_factory=list)
+    """What each researched part found (appended by the parallel research branches)."""
+    previous_citations: list[dict[str, Any]] = field(default_factory=list)
+    """The previous turn's citations, for questions about the conversation itself."""
+    documents: Annotated[list[Document], append_or_clear] = field(default_factory=list)
+    """Every part's kept chunks, in the order they are numbered as sources."""
+
+
+@dataclass(kw_only=True)
+class PartState:
+    """One sub-question's research (a `Send` per part runs the research graph with it)."""
+
+    index: int = 0
+    """The part's position in the plan."""
+    of: int = 1
+    """How many parts the plan has (progress events name the part when there are several)."""
+    question: str = ""
+    """The part as a standalone question; its chunks are graded and answered against it."""
+    standalone_question: str = ""
+    """Same as `question`: the search tool grades its candidates against this field."""
+    first_strategy: str = "as_asked"
+    """How the part's question was made standalone (the first query's strategy)."""
     query: str = ""
-    """The standalone search query written for this attempt."""
+    """The search query written for this attempt."""
     hyde_passage: str = ""
     """A hypothetical answer whose embedding is searched alongside the query (HyDE on and a
     chat model configured); handed to the search tool, hidden from the model."""
     strategy: str = ""
-    """How the current query was written: as_asked, condensed, llm_rewrite, prf, hyde."""
+    """How the current query was written: as_asked, condensed, llm_rewrite, prf, hyde, hop."""
     search_calls: Annotated[list[AnyMessage], append_or_clear] = field(default_factory=list)
     """The agent step's tool call and the tool's replies for the current round: internal
     traffic, kept out of `messages` and emptied once the round is graded."""
@@ -90,4 +160,19 @@ class State(OutputState):
     documents: Annotated[list[Document], append_or_clear] = field(default_factory=list)
     """Chunks judged relevant, in the order they will be numbered as sources."""
     attempts: int = 0
-    """Retrieval rounds done for this question; bounded by `max_retrieval_attempts`."""
+    """Retrieval rounds done for this part; bounded by `max_retrieval_attempts` and the
+    part's share of the turn's search budget."""
+    hops: int = 0
+    """Multi-hop searches still allowed for this part."""
+    max_searches: int = 1
+    """The part's share of the turn's search budget."""
+    max_model_calls: int = 0
+    """The part's share of the turn's model-call budget."""
+    model_calls: int = 0
+    """Model calls this part made."""
+    searches: int = 0
+    """Searches this part made (one per search call; a model may make several at once)."""
+    route: Annotated[list[str], append_or_clear] = field(default_factory=list)
+    """The part's path, passed on to the turn's `footnote_route`."""
+    notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
+    """The part's notices, passed on to the turn's `footnote_notices`."""

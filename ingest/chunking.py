@@ -1,8 +1,10 @@
 """Split parsed sections into chunks that fit the embedding model, with stable ids.
 
-Structure first: a section is never merged with another, and a long section is split on
-paragraphs, then lines, then sentences (or on code boundaries for code), sized with the
-embedding model's own tokenizer. Each chunk's embedded text is prefixed with its document
+Structure first: a long section is split on paragraphs, then lines, then sentences (or on
+code boundaries for code), sized with the embedding model's own tokenizer; adjacent small
+sections of one document are joined up to the target size (`merge_small_sections`), since a
+chunk of a few words costs a whole heading prefix to embed. Each chunk's embedded text is
+prefixed with its document
 title and heading path, so the prefix is counted in the budget too.
 """
 
@@ -10,6 +12,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
@@ -50,6 +53,10 @@ class ChunkSettings:
     target_tokens: int = 200
     """Body size aimed for; smaller than the limit so the heading prefix fits."""
     overlap_tokens: int = 24
+    merge_sections: bool = False
+    """Adjacent small sections of one document (siblings, a parent's short intro and its
+    first child) share a chunk while together they fit `target_tokens`: fewer, fuller chunks,
+    one heading prefix instead of several (see `merge_small_sections`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -92,7 +99,10 @@ class Chunker:
         used_keys: set[str] = set()
         suffix = PurePosixPath(doc.source).suffix.lower()
         id_source = doc.source.replace("%", "%25").replace("#", "%23")
-        for section in doc.sections:
+        sections = doc.sections
+        if self.settings.merge_sections:
+            sections = merge_small_sections(doc.title, sections, self._fits)
+        for section in sections:
             section_path = " > ".join(section.headings)
             base = section.anchor or (slugify(section.headings[-1]) if section.headings else "")
             base = base or (f"page-{section.page}" if section.page else "top")
@@ -115,6 +125,12 @@ class Chunker:
                     )
                 )
         return chunks
+
+    def _fits(self, prefix: str, body: str) -> bool:
+        return (
+            len(body) <= self._max_chars(self.settings.target_tokens)
+            and self.counter.count_tokens(f"{prefix}\n{body}") <= self.settings.target_tokens
+        )
 
     def _split_section(
         self, section: Section, doc: ParsedDocument, suffix: str
@@ -230,6 +246,74 @@ class Chunker:
         ):
             words = words[: max(1, int(len(words) * 0.9))]
         return " ".join(words)
+
+
+def merge_small_sections(
+    title: str, sections: list[Section], fits: Callable[[str, str], bool]
+) -> list[Section]:
+    """Runs of adjacent sections joined while the run, with its heading prefix, `fits`.
+
+    A section joins the run before it when its parent path lies on the run's path (a
+    sibling, a child, or a sibling of an ancestor) and the page is the same. The joined
+    section's headings are what the run shares; each member's own further headings become a
+    line of the body, so no heading is lost. Anchor and URL are the first member's: a
+    citation links to where the run starts. A section that does not fit alone is left as it
+    is (it is split later)."""
+    out: list[Section] = []
+    run: list[Section] = []
+
+    def joined(members: list[Section]) -> Section:
+        if len(members) == 1:
+            return members[0]
+        common = members[0].headings
+        for member in members[1:]:
+            depth = 0
+            while (
+                depth < min(len(common), len(member.headings))
+                and common[depth] == member.headings[depth]
+            ):
+                depth += 1
+            common = common[:depth]
+        parts = []
+        for member in members:
+            own = " > ".join(member.headings[len(common) :])
+            parts.append(f"{own}\n{member.text.strip()}" if own else member.text.strip())
+        first, last = members[0], members[-1]
+        lined = all(m.line_start is not None for m in members)
+        return Section(
+            text="\n\n".join(parts),
+            headings=list(common),
+            anchor=first.anchor,
+            url=first.url,
+            page=first.page,
+            line_start=first.line_start if lined else None,
+            line_end=last.line_end if lined else None,
+            is_code=all(m.is_code for m in members),
+        )
+
+    for section in sections:
+        if not section.text.strip():
+            continue
+        if run and _joins(run, section):
+            candidate = joined([*run, section])
+            prefix = heading_prefix(title, " > ".join(candidate.headings))
+            if fits(prefix, candidate.text):
+                run.append(section)
+                continue
+        if run:
+            out.append(joined(run))
+        run = [section]
+    if run:
+        out.append(joined(run))
+    return out
+
+
+def _joins(run: list[Section], section: Section) -> bool:
+    last = run[-1]
+    parent = section.headings[:-1]
+    return section.page == last.page and last.headings[: len(parent)] == parent and all(
+        member.headings[: len(parent)] == parent for member in run
+    )
 
 
 def unique_key(base: str, used: set[str]) -> str:

@@ -7,15 +7,22 @@ chunk never exceeds what the model reads.
 
 from __future__ import annotations
 
+import email.utils
 import os
+import random
 import threading
+import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 from langchain_core.embeddings import Embeddings
+
+from footnote.store.types import IndexError_
 
 DEFAULT_EMBEDDINGS = "footnote:minilm-l6-v2-int8"
 """The embedded default's model id, as recorded in index manifests."""
@@ -128,13 +135,54 @@ class MiniLMEmbeddings(Embeddings):
         return self.embed_array([text])[0].tolist()
 
 
-class ProviderEmbeddings(Embeddings):
-    """Any LangChain embeddings model, with the array API the index uses."""
+@dataclass(frozen=True)
+class ProviderSettings:
+    """How provider embeddings are requested during ingest. From the environment:
+    FOOTNOTE_EMBED_BATCH, FOOTNOTE_EMBED_CONCURRENCY, FOOTNOTE_EMBED_RETRIES and
+    FOOTNOTE_EMBED_TIMEOUT (seconds)."""
 
-    def __init__(self, spec: str, model: Embeddings) -> None:
+    batch_size: int = 64
+    """Texts per request."""
+    concurrency: int = 4
+    """Requests in flight at once: one at a time wastes a server that could take more."""
+    retries: int = 5
+    """Retries of a failed request (429, 5xx, timeout, lost connection) before the run fails."""
+    timeout_s: float = 60.0
+    """Per request."""
+    backoff_s: float = 1.0
+    """First wait before a retry, doubled each time, when the server sends no Retry-After."""
+    max_wait_s: float = 120.0
+    """No single wait is longer, whatever Retry-After asks."""
+
+    @classmethod
+    def from_env(cls) -> ProviderSettings:
+        env = os.environ
+        return cls(
+            batch_size=int(env.get("FOOTNOTE_EMBED_BATCH") or cls.batch_size),
+            concurrency=int(env.get("FOOTNOTE_EMBED_CONCURRENCY") or cls.concurrency),
+            retries=int(env.get("FOOTNOTE_EMBED_RETRIES") or cls.retries),
+            timeout_s=float(env.get("FOOTNOTE_EMBED_TIMEOUT") or cls.timeout_s),
+        )
+
+
+class EmbeddingFailed(IndexError_):
+    """A provider request failed after its retries; the run stops, the live index is kept."""
+
+
+class ProviderEmbeddings(Embeddings):
+    """Any LangChain embeddings model, with the array API the index uses: requests of
+    `batch_size` texts, `concurrency` of them at once, each retried on rate limits and
+    transient failures (honouring Retry-After)."""
+
+    def __init__(
+        self, spec: str, model: Embeddings, settings: ProviderSettings | None = None
+    ) -> None:
         self.model_id = spec
         self._model = model
-        self.dimension = len(self._reached(model.embed_query, "dimension probe"))
+        self.settings = settings or ProviderSettings.from_env()
+        self.ingest_group = self.settings.batch_size * self.settings.concurrency * 2
+        # A server that cannot be reached at all fails here at once, in one line.
+        self.dimension = len(self._request(["dimension probe"], probe=True)[0])
         self.max_tokens = MINILM_MAX_TOKENS
 
     def _reached(self, call: Callable[[T], R], argument: T) -> R:
@@ -143,20 +191,71 @@ class ProviderEmbeddings(Embeddings):
         try:
             return call(argument)
         except Exception as exc:
-            from footnote.ingest.providers import ProviderUnreachable, describe_unreachable
-
-            where = describe_unreachable(exc)
-            if where is None:
+            unreachable = self._unreachable(exc)
+            if unreachable is None:
                 raise
-            raise ProviderUnreachable(f"the embeddings {self.model_id!r}: {where}") from exc
+            raise unreachable from exc
+
+    def _unreachable(self, exc: BaseException) -> Exception | None:
+        from footnote.ingest.providers import ProviderUnreachable, describe_unreachable
+
+        where = describe_unreachable(exc)
+        if where is None:
+            return None
+        return ProviderUnreachable(f"the embeddings {self.model_id!r}: {where}")
 
     def count_tokens(self, text: str) -> int:
         """Providers hide their tokenizer; ~4 characters a token is the usual estimate."""
         return max(1, len(text) // 4)
 
     def embed_array(self, texts: Sequence[str]) -> np.ndarray:
-        vectors = np.asarray(self._reached(self._model.embed_documents, list(texts)), np.float32)
-        return normalize(vectors.reshape(len(texts), self.dimension))
+        size = self.settings.batch_size
+        batches = [list(texts[i : i + size]) for i in range(0, len(texts), size)]
+        if len(batches) <= 1 or self.settings.concurrency <= 1:
+            results = [self._request(batch) for batch in batches]
+        else:
+            pool = ThreadPoolExecutor(min(self.settings.concurrency, len(batches)))
+            try:
+                results = list(pool.map(self._request, batches))
+            finally:  # one batch failed: the ones not started yet are not sent
+                pool.shutdown(wait=True, cancel_futures=True)
+        if not results:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        vectors = np.concatenate([np.asarray(r, dtype=np.float32) for r in results])
+        return normalize(vectors.reshape(len(texts), -1))
+
+    def _request(self, batch: list[str], probe: bool = False) -> list[list[float]]:
+        """One request, retried; a failure that retrying cannot help ends the run at once.
+        `probe`: the first request, where a refused connection is not retried (nothing is
+        listening) while timeouts, rate limits and server errors still are."""
+        settings = self.settings
+        for attempt in range(settings.retries + 1):
+            try:
+                vectors = self._model.embed_documents(batch)
+                if len(vectors) != len(batch):
+                    raise EmbeddingFailed(
+                        f"{self.model_id}: {len(vectors)} vectors came back for {len(batch)} texts"
+                    )
+                return vectors
+            except EmbeddingFailed:
+                raise
+            except Exception as exc:
+                reason = failure_reason(exc)
+                # Nothing listening: said at once on the first request, else after retries.
+                unreachable = None if _timed_out(exc) else self._unreachable(exc)
+                if unreachable is not None and (probe or attempt == settings.retries):
+                    raise unreachable from exc
+                if not is_transient(exc) or attempt == settings.retries:
+                    tries = f" after {attempt + 1} tries" if attempt else ""
+                    raise EmbeddingFailed(
+                        f"embeddings {self.model_id}: a batch of {len(batch)} texts "
+                        f"failed{tries}: {reason}"
+                    ) from exc
+                wait = retry_after(exc)
+                if wait is None:
+                    wait = settings.backoff_s * 2**attempt * (0.5 + random.random())
+                time.sleep(min(max(wait, 0.0), settings.max_wait_s))
+        raise AssertionError("unreachable")  # the loop returns or raises
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.embed_array(texts).tolist()
@@ -164,6 +263,63 @@ class ProviderEmbeddings(Embeddings):
     def embed_query(self, text: str) -> list[float]:
         vector = np.asarray(self._reached(self._model.embed_query, text), np.float32)[None, :]
         return normalize(vector)[0].tolist()
+
+
+def _status(exc: BaseException) -> int | None:
+    status = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def _timed_out(exc: BaseException) -> bool:
+    return isinstance(exc, TimeoutError) or any(
+        "Timeout" in c.__name__ for c in type(exc).__mro__
+    )
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: rate limited, a server error, a timeout or a dropped connection."""
+    status = _status(exc)
+    if status is not None:
+        return status in (408, 409, 429) or status >= 500
+    names = " ".join(c.__name__ for c in type(exc).__mro__)
+    return isinstance(exc, TimeoutError | ConnectionError) or any(
+        word in names for word in ("Timeout", "Connection")
+    )
+
+
+def retry_after(exc: BaseException) -> float | None:
+    """Seconds the server asked to wait (Retry-After: seconds or an HTTP date;
+    retry-after-ms), if it said."""
+    headers = getattr(getattr(exc, "response", None), "headers", None)
+    if headers is None:
+        return None
+    milliseconds = headers.get("retry-after-ms")
+    if milliseconds:
+        try:
+            return float(milliseconds) / 1000
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return float(value)
+    except ValueError:
+        try:
+            when = email.utils.parsedate_to_datetime(value)
+        except (TypeError, ValueError):
+            return None
+        return when.timestamp() - time.time()
+
+
+def failure_reason(exc: BaseException) -> str:
+    """One line: the HTTP status or the error's kind, and the first line of its message."""
+    status = _status(exc)
+    head = f"HTTP {status}" if status is not None else type(exc).__name__
+    message = " ".join(str(exc).split())[:200]
+    return f"{head}: {message}" if message else head
 
 
 IndexEmbeddings = MiniLMEmbeddings | ProviderEmbeddings
@@ -193,6 +349,23 @@ def load_embeddings(spec: str = "") -> IndexEmbeddings:
 def _load_embeddings(spec: str) -> IndexEmbeddings:
     if spec == DEFAULT_EMBEDDINGS:
         return MiniLMEmbeddings()
-    from footnote.ingest.providers import init_provider_embeddings
+    from footnote.ingest.providers import init_provider_embeddings, resolve
 
-    return ProviderEmbeddings(spec, init_provider_embeddings(spec))
+    settings = ProviderSettings.from_env()
+    resolved, _ = resolve(spec, "embeddings")
+    model = init_provider_embeddings(spec, **_client_options(resolved, settings))
+    return ProviderEmbeddings(spec, model, settings)
+
+
+def _client_options(spec: str, settings: ProviderSettings) -> dict[str, Any]:
+    """The per-request timeout, and no retries inside the client: ProviderEmbeddings retries
+    (honouring Retry-After), so the two never multiply. OpenAI-compatible servers get raw
+    text, not tiktoken ids (their tokenizer may differ, and tiktoken's files download)."""
+    if spec.startswith(("openai:", "azure_openai:")):
+        return {
+            "request_timeout": settings.timeout_s,
+            "max_retries": 0,
+            "check_embedding_ctx_length": False,
+            "chunk_size": settings.batch_size,
+        }
+    return {}

@@ -19,6 +19,7 @@ import numpy as np
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
+from footnote.ingest.embed_cached import embed_with_cache
 from footnote.ingest.embedding_choice import (
     EmbeddingsSetting,
     as_index_embeddings,
@@ -29,6 +30,7 @@ from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.store.backends import is_postgres, open_writer
+from footnote.store.embedding_cache import EmbeddingCache, prune_cache
 from footnote.store.text import embedding_text
 from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
 
@@ -60,6 +62,8 @@ class IngestSummary:
     """Why each deleted document went: gone from its root, renamed, removed."""
     chunks: int = 0
     embedded_chunks: int = 0
+    embedded_texts: int = 0
+    """Distinct texts sent to the model; the other chunks' vectors came from the cache."""
     version: str | None = None
     index: str = ""
 
@@ -76,6 +80,7 @@ class IngestSummary:
             "restricted": len(self.restricted),
             "chunks": self.chunks,
             "embedded_chunks": self.embedded_chunks,
+            "embedded_texts": self.embedded_texts,
             "errors": [{"source": s, "error": e} for s, e in sorted(self.failed.items())],
             "skips": [{"path": s, "reason": r} for s, r in sorted(self.skipped.items())],
             "restrictions": [
@@ -393,7 +398,8 @@ def update_index(
     model = as_index_embeddings(embeddings or remembered_embeddings(index_dir))
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     summary = IngestSummary(index=str(index_dir))
-    with backend.writer():
+    cache = EmbeddingCache(index_dir)
+    with backend.writer(), contextlib.closing(cache):
         live = backend.previous()
         remembered = read_roots(live.manifest if live is not None else None)
         if default_access is None:
@@ -576,7 +582,8 @@ def update_index(
             for source, (budget, part) in pending.items():
                 try:
                     with budget.running():
-                        vectors = _embed(model, [chunk for chunk, _ in part], budget)
+                        vectors, embedded = _embed(model, [c for c, _ in part], budget, cache)
+                    summary.embedded_texts += embedded
                 except TimeBudgetExceeded as exc:
                     summary.failed[source] = str(exc)
                     summary.restricted.pop(source, None)
@@ -709,6 +716,7 @@ def update_index(
             )
             # So search reloads a provider model by itself.
             remember_embeddings(index_dir, model.model_id)
+            prune_cache(cache)
         for listed in (summary.added, summary.updated):  # refused by the backend at publish
             listed[:] = [source for source in listed if source not in summary.failed]
     if nothing and created:  # leave no empty index folder behind, only what this run made
@@ -719,21 +727,16 @@ def update_index(
     return summary
 
 
-def _embed(model: Any, chunks: list[Chunk], budget: FileBudget) -> list[np.ndarray]:
-    """One document's vectors, shortest chunks first in batches (padding to the longest
-    costs less), checking the file's time budget between batches."""
+def _embed(
+    model: Any, chunks: list[Chunk], budget: FileBudget, cache: EmbeddingCache
+) -> tuple[list[np.ndarray], int]:
+    """One document's vectors and how many texts the model embedded: through the embedding
+    cache (each distinct text once, none it holds, every finished batch kept for a resumed
+    run), checking the file's time budget between batches."""
     texts = [embedding_text(chunk) for chunk in chunks]
-    order = sorted(range(len(texts)), key=lambda i: model.count_tokens(texts[i]))
-    vectors: list[Any] = [None] * len(texts)
-    batch = 64
-    for start in range(0, len(order), batch):
-        budget.check()
-        group = order[start : start + batch]
-        embedded = np.asarray(model.embed_array([texts[i] for i in group]), dtype=np.float32)
-        for i, vector in zip(group, embedded, strict=True):
-            vectors[i] = vector
+    vectors, embedded = embed_with_cache(model, texts, cache, check=budget.check)
     budget.check()
-    return vectors
+    return list(vectors), embedded
 
 
 def _gone_reason(record: FileRecord, files: dict[str, FileRecord]) -> str:

@@ -55,6 +55,10 @@ def tool_call(name: str, args: dict[str, Any], call_id: str = "call_1") -> AIMes
 def role_of(messages: list[BaseMessage]) -> str:
     """Which of the graph's LLM roles a prompt belongs to, from its fixed wording."""
     text = prompt_text(messages)
+    if "Plan how to handle the user's latest message" in text:
+        return "plan"
+    if "depends on something this evidence names" in text:
+        return "hop"
     if "search_documents tool" in text:
         return "agent"
     if "Score how well each numbered source" in text:

@@ -226,3 +226,38 @@ def test_split_is_deterministic(tmp_path: Path) -> None:
     first, _ = markdown_chunks(tmp_path, text, "a.md")
     second, _ = markdown_chunks(tmp_path, text, "a.md")
     assert [c.to_dict() for c in first] == [c.to_dict() for c in second]
+
+
+MERGING = ChunkSettings(max_tokens=48, target_tokens=36, overlap_tokens=6, merge_sections=True)
+
+
+def test_small_sections_are_merged_up_to_the_target_keeping_their_headings() -> None:
+    doc = ParsedDocument(
+        source="api.md",
+        title="API",
+        sections=[
+            Section(text="Intro words here.", headings=["Keys"], anchor="keys"),
+            Section(text="Rotate monthly.", headings=["Keys", "Rotation"], anchor="rotation"),
+            Section(text="Use the vault.", headings=["Keys", "Storage"], anchor="storage"),
+            Section(text=prose(4), headings=["Keys", "Long"], anchor="long"),
+            Section(text="Other topic.", headings=["Billing"], anchor="billing"),
+            Section(text="Tiny.", headings=["Billing"], anchor="billing", page=2),
+        ],
+    )
+    merged = chunks_of(doc, MERGING)
+    first = merged[0]
+    assert (first.id, first.section, first.anchor) == ("api.md#keys:0", "Keys", "keys")
+    assert first.text == "Intro words here.\n\nRotation\nRotate monthly.\n\nStorage\nUse the vault."
+    assert WordCounter().count_tokens(embedding_text(first)) <= MERGING.target_tokens
+    # The long section is split as before; another top-level section joins only on its page.
+    unmerged = chunks_of(doc)
+    long_ids = [c.id for c in unmerged if c.anchor == "long"]
+    assert [c.id for c in merged if c.anchor == "long"] == long_ids and len(long_ids) > 1
+    assert [(c.section, c.page) for c in merged if c.section == "Billing"] == [
+        ("Billing", None),
+        ("Billing", 2),
+    ]
+    assert len(merged) == len(unmerged) - 2
+    # Every word of every section is still in some chunk.
+    words = {w for s in doc.sections for w in s.text.split()}
+    assert words <= {w for c in merged for w in c.text.split()}

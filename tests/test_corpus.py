@@ -167,11 +167,13 @@ class SlowEmbeddings:
 def test_per_file_budget_covers_embedding(
     locate: Locate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from footnote.ingest import pipeline
+    from footnote.ingest import embedding_choice
     from footnote.ingest.embeddings import load_embeddings
 
     model = load_embeddings("")
-    monkeypatch.setattr(pipeline, "load_embeddings", lambda name: SlowEmbeddings(model, 4.0))
+    monkeypatch.setattr(
+        embedding_choice, "load_embeddings", lambda name: SlowEmbeddings(model, 4.0)
+    )
     docs = tmp_path / "docs"
     big = "\n\n".join(f"## Part {i}\n\nThe narwhal paragraph number {i}." for i in range(300))
     write(docs, "big.md", f"# Big\n\n{big}\n")

@@ -42,19 +42,19 @@ def test_worked_example_offline(handbook_index: Path) -> None:
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
     assert out["citations"][0]["lines"][0] >= 1
     assert "[1]" in answer
-    assert out["route"][-2:] == ["generate", "verify_citations"]
+    assert out["footnote_route"][-2:] == ["generate", "verify_citations"]
 
 
 def test_not_covered_offline(handbook_index: Path) -> None:
     out = ask(exported_graph, "What is the parental leave policy?", handbook_index)
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
-    assert sum(step == "call_retriever" for step in out["route"]) == 2
+    assert sum(step == "call_retriever" for step in out["footnote_route"]) == 2
 
 
 def test_hyde_without_a_model_is_reported(handbook_index: Path) -> None:
     out = ask(exported_graph, API_KEY_QUESTION, handbook_index, hyde=True)
-    assert any("HyDE" in notice for notice in out["notices"])
+    assert any("HyDE" in notice for notice in out["footnote_notices"])
     assert "90 days" in out["messages"][-1].content
 
 
@@ -72,12 +72,20 @@ def test_offline_follow_up_uses_history(handbook_index: Path) -> None:
     )
     assert out["citations"][0]["source"] == "sts.md"
     assert "STS" in out["messages"][-1].content
-    assert "rewrite_query:condensed" in out["route"]
+    assert "rewrite_query:condensed" in out["footnote_route"]
+
+
+def single_question_plan(messages: list[BaseMessage]) -> AIMessage:
+    """The model's plan for an ordinary question: search for it as one part."""
+    question = prompt_text(messages).rsplit("Latest message: ", 1)[1].strip()
+    return tool_call("TurnPlan", {"action": "search", "questions": [{"question": question}]})
 
 
 def _llm_script(grades: list[int] | None = None, answer: str = "") -> ScriptedChatModel:
     def respond(messages: list[BaseMessage]) -> AIMessage:
         role = role_of(messages)
+        if role == "plan":
+            return single_question_plan(messages)
         if role == "agent":
             return tool_call("search_documents", {"query": "API key rotation interval"})
         if role == "grade":
@@ -103,7 +111,7 @@ def test_llm_path_tool_call_grading_cited_answer(handbook_index: Path) -> None:
     assert out["messages"][-1].content == "API keys are rotated every 90 days [1]."
     assert out["citations"][0]["source"] == "keys.md"
     roles = [role_of(call) for call in model.calls]
-    assert roles == ["agent", "grade", "answer"]
+    assert roles == ["plan", "agent", "grade", "answer"]
     assert [type(m) for m in out["messages"]] == [HumanMessage, AIMessage], (
         "the conversation holds the question and the answer, no retrieval traffic"
     )
@@ -127,38 +135,37 @@ def test_invalid_citation_is_removed_and_reported(handbook_index: Path) -> None:
         out["messages"][-1].content
         == "Keys rotate every 90 days [1], while service accounts use short-lived STS tokens [2]."
     )
-    assert out["invalid_citations"] == [7]
-    assert out["unsupported_claims"] == []
+    assert out["footnote_invalid_citations"] == [7]
+    assert out["footnote_unsupported_claims"] == []
     assert [c["n"] for c in out["citations"]] == [1, 2]
-    assert any("[7]" in notice for notice in out["notices"])
+    assert any("[7]" in notice for notice in out["footnote_notices"])
 
 
 def test_retrieval_goes_through_the_tool_into_typed_state(handbook_index: Path) -> None:
     model = _llm_script(answer="API keys are rotated every 90 days [1].")
     graph = make_graph(chat_model=model, checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "typed-state"}}
-    tool_updates = []
-    for update in graph.stream(
+    rounds = []
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": API_KEY_QUESTION}]},
         config,
         context={"index_dir": str(handbook_index)},
-        stream_mode="updates",
+        stream_mode="values",
+        subgraphs=True,  # each part's research runs as a nested graph
     ):
-        if "tools" in update:
-            tool_updates.extend(
-                update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
-            )
-    assert tool_updates, "retrieval runs in the ToolNode"
-    candidates = [c for u in tool_updates for c in u["candidates"]]
+        if namespace and any(isinstance(m, ToolMessage) for m in values["search_calls"]):
+            rounds.append(values)  # the research graph's state right after the ToolNode ran
+    assert len(rounds) == 1, "retrieval runs in the ToolNode"
+    candidates = rounds[0]["candidates"]
     assert candidates and candidates[0]["document"].metadata["source"] == "keys.md"
     assert set(candidates[0]["evidence"]) == {"dense", "coverage"}
-    replies = [m for u in tool_updates for m in u["search_calls"]]
-    assert [type(m) for m in replies] == [ToolMessage]
+    replies = [m for m in rounds[0]["search_calls"] if isinstance(m, ToolMessage)]
+    assert [type(m) for m in rounds[0]["search_calls"]] == [AIMessage, ToolMessage]
     assert len(replies[0].content) < 400, "the tool's reply names chunks; it does not quote them"
 
     state = graph.get_state(config).values
     assert [type(m) for m in state["messages"]] == [HumanMessage, AIMessage]
-    assert state["search_calls"] == [], "tool traffic is not kept in the thread"
+    assert "search_calls" not in state, "tool traffic is not kept in the thread"
     assert "grades" not in state
 
 
@@ -169,18 +176,15 @@ def test_a_retry_is_graded_against_the_question_not_its_query(handbook_index: Pa
     graph = make_graph(checkpointer=InMemorySaver())
     config = {"configurable": {"thread_id": "retry-evidence"}}
     rounds: list[tuple[str, list[Any]]] = []
-    query = ""
-    for update in graph.stream(
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": question}]},
         config,
         context={"index_dir": str(handbook_index)},
-        stream_mode="updates",
+        stream_mode="values",
+        subgraphs=True,
     ):
-        if "rewrite_query" in update:
-            query = update["rewrite_query"]["query"]
-        if "tools" in update:
-            parts = update["tools"] if isinstance(update["tools"], list) else [update["tools"]]
-            rounds.append((query, [c for part in parts for c in part["candidates"]]))
+        if namespace and any(isinstance(m, ToolMessage) for m in values["search_calls"]):
+            rounds.append((values["query"], values["candidates"]))
     assert len(rounds) == 2 and rounds[1][0] != question, rounds
     retry_query, candidates = rounds[1]
     hits = search(SearchRequest(query=retry_query, index_dir=handbook_index, k=8))
@@ -222,7 +226,7 @@ def test_always_irrelevant_grader_stops_within_budget(handbook_index: Path, budg
     )
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
-    assert sum(step == "call_retriever" for step in out["route"]) == budget
+    assert sum(step == "call_retriever" for step in out["footnote_route"]) == budget
     assert "answer" not in [role_of(call) for call in model.calls]
 
 
@@ -262,8 +266,8 @@ def test_llm_follow_up_is_rewritten_with_history(handbook_index: Path) -> None:
     assert "and for service accounts?" in prompt_text(rewrite[0])
     agent = [call for call in model.calls if role_of(call) == "agent"]
     assert "service account credential lifetime" in prompt_text(agent[0])
-    assert out["route"][0] == "new_question"
-    assert out["route"].count("call_retriever") == 1
+    assert out["footnote_route"][0] == "new_question"
+    assert out["footnote_route"].count("call_retriever") == 1
 
 
 def test_internal_llm_calls_do_not_stream(handbook_index: Path) -> None:
@@ -283,15 +287,13 @@ def test_internal_llm_calls_do_not_stream(handbook_index: Path) -> None:
     nodes = {node for node, _ in streamed}
     assert "generate" in nodes
     assert not nodes & {"grade_documents", "rewrite_query"}, "internal calls must not stream"
-    agent_messages = [m for node, m in streamed if node == "call_retriever"]
-    assert len(agent_messages) == 1 and agent_messages[0].tool_calls, (
-        "the agent step shows only as its tool-call message, not as streamed tokens"
-    )
-    assert events[:3] == ["rewriting", "retrieved", "graded"]
+    assert not nodes & {"call_retriever", "tools"}, "tool traffic is internal: it never streams"
+    assert all(not m.tool_calls and not isinstance(m, ToolMessage) for _, m in streamed)
+    assert events[:4] == ["planned", "rewriting", "retrieved", "graded"]
 
 
 def test_graph_shape_snapshot() -> None:
-    mermaid = exported_graph.get_graph().draw_mermaid()
+    mermaid = exported_graph.get_graph(xray=1).draw_mermaid()  # with each part's research
     assert mermaid == SNAPSHOT.read_text(encoding="utf-8"), (
         f"the graph's wiring changed: review it and update {SNAPSHOT} if intended"
     )

@@ -79,6 +79,7 @@ def context(server: LlamaServer, index: Path, **overrides: Any) -> dict[str, Any
         "keep_k": 4,
         "max_retrieval_attempts": 1,
         "index_dir": str(index),
+        "planner": "rules",
         **overrides,
     }
 
@@ -119,11 +120,12 @@ def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path)
     # Grading: json_schema is refused by this server, a method it accepts is used, no fallback.
     graded = [e for e in events if e["event"] == "graded"]
     assert graded and graded[0]["method"] in ("function_calling", "json_mode"), events
-    assert not [n for n in final["notices"] if "Grading fell back" in n], final["notices"]
-    assert final["route"][2] == "call_retriever", "the named tool was called by the model"
+    notices = final["footnote_notices"]
+    assert not [n for n in notices if "Grading fell back" in n], notices
+    assert final["footnote_route"][3] == "call_retriever", "the named tool was called by the model"
 
     # Streaming: the answer arrived as several chunks.
-    assert final["documents"], final["route"]
+    assert final["documents"], final["footnote_route"]
     assert len(chunks) > 2
     raw = "".join(str(c.content) for c in chunks)
     assert raw.strip()
@@ -139,11 +141,11 @@ def test_whole_graph_against_llama_cpp(llama: LlamaServer, handbook_index: Path)
     sources = len(final["documents"])
     answer = final["messages"][-1].content
     invalid = sorted(n for n in citation_numbers(raw) if not 1 <= n <= sources)
-    assert final["invalid_citations"] == invalid
+    assert final["footnote_invalid_citations"] == invalid
     assert all(1 <= n <= sources for n in citation_numbers(answer))
     assert [c["n"] for c in final["citations"]] == sorted(citation_numbers(answer))
     if invalid:
-        assert any("Removed citation(s)" in n for n in final["notices"])
+        assert any("Removed citation(s)" in n for n in final["footnote_notices"])
     print(f"\nllama.cpp run: {elapsed:.1f} s, answer {raw!r}, invalid {invalid}")
 
 

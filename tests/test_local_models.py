@@ -60,16 +60,19 @@ def run(graph: Any, context: dict[str, Any], question: str = QUESTION, **kw: Any
     final: dict[str, Any] = {}
     events: list[dict[str, Any]] = []
     search_calls: list[AIMessage] = []
-    for mode, payload in graph.stream(
-        request(question), context=context, stream_mode=["values", "custom", "updates"], **kw
+    seen: set[str | None] = set()
+    for namespace, mode, payload in graph.stream(
+        request(question), context=context, stream_mode=["values", "custom"], subgraphs=True, **kw
     ):
-        if mode == "values":
+        if mode == "values" and not namespace:
             final = payload
-        elif mode == "custom":
+        elif mode == "values":  # a part's research graph: its agent step's tool calls
+            for m in payload["search_calls"]:
+                if isinstance(m, AIMessage) and m.id not in seen:
+                    seen.add(m.id)
+                    search_calls.append(m)
+        elif not namespace:  # custom events, once (the research node passes them on)
             events.append(payload)
-        elif "call_retriever" in payload:
-            calls = payload["call_retriever"]["search_calls"]
-            search_calls += [m for m in calls if isinstance(m, AIMessage)]
     return {**final, "events": events, "agent_calls": search_calls}
 
 
@@ -105,9 +108,9 @@ def test_grading_adapts_to_llama_cpp_and_remembers(llama: StubOpenAI, handbook_i
     first = run(graph, context)
 
     assert kinds(llama) == ["agent", "json_schema", "function_calling", "answer"]
-    assert first["notices"] == []
+    assert first["footnote_notices"] == []
     assert graded_event(first)["method"] == "function_calling"
-    assert first["route"][3].startswith("grade_documents:1/")
+    assert first["footnote_route"][4].startswith("grade_documents:1/")
     assert first["citations"][0]["source"] == "keys.md"
     rejected = llama.requests[1]
     assert rejected.headers["x-stainless-retry-count"] == "0"
@@ -117,7 +120,7 @@ def test_grading_adapts_to_llama_cpp_and_remembers(llama: StubOpenAI, handbook_i
     second = run(graph, context)
     assert kinds(llama) == ["agent", "function_calling", "answer"], "the method is remembered"
     assert graded_event(second)["method"] == "function_calling"
-    assert second["notices"] == []
+    assert second["footnote_notices"] == []
 
 
 def test_transient_error_keeps_the_method(offline_env: None, handbook_index: Path) -> None:
@@ -127,7 +130,7 @@ def test_transient_error_keeps_the_method(offline_env: None, handbook_index: Pat
 
     assert kinds(stub) == ["agent", "json_schema", "json_schema", "answer"]
     assert graded_event(final)["method"] == "json_schema"
-    assert final["notices"] == []
+    assert final["footnote_notices"] == []
 
 
 def test_json_mode_carries_the_schema(offline_env: None, handbook_index: Path) -> None:
@@ -138,8 +141,8 @@ def test_json_mode_carries_the_schema(offline_env: None, handbook_index: Path) -
     kinds_seen = kinds(stub)
     assert kinds_seen[:2] == ["agent", "agent"], "tool_choice refused, then tools refused"
     assert kinds_seen[2:] == ["json_schema", "function_calling", "json_object", "answer"]
-    assert final["route"][2] == "call_retriever:fallback_search"
-    assert any("the server refuses tools" in n for n in final["notices"])
+    assert final["footnote_route"][3] == "call_retriever:fallback_search"
+    assert any("the server refuses tools" in n for n in final["footnote_notices"])
     json_mode = stub.chat_requests[4]
     assert json_mode["response_format"]["schema"]["title"] == "SourceGrades"
     assert '"scores"' in prompt_of(json_mode), "JSON mode puts the schema in the prompt"
@@ -161,7 +164,7 @@ def test_every_method_rejected_falls_back_with_notice(
         final = run(make_graph(), llm_context(stub, handbook_index))
 
     assert kinds(stub) == ["agent", "json_schema", "function_calling", "json_object", "answer"]
-    assert any("StructuredOutputUnsupported" in n for n in final["notices"])
+    assert any("StructuredOutputUnsupported" in n for n in final["footnote_notices"])
     assert graded_event(final)["method"] == "offline"
     assert final["messages"][-1].content == ANSWER
 
@@ -237,7 +240,7 @@ def test_agent_step_names_the_tool(llama: StubOpenAI, handbook_index: Path) -> N
 
     agent = llama.chat_requests[0]
     assert agent["tool_choice"] == {"type": "function", "function": {"name": "search_documents"}}
-    assert final["route"][2] == "call_retriever"
+    assert final["footnote_route"][3] == "call_retriever"
     [call] = final["agent_calls"]
     assert call.tool_calls[0]["args"] == {"query": "API key rotation"}
     assert "footnote_fallback_search" not in call.response_metadata
@@ -247,8 +250,8 @@ def test_no_tool_call_is_reported(llama: StubOpenAI, handbook_index: Path) -> No
     llama.script(text("Keys are probably rotated yearly."), KEEP_ROTATION, text(ANSWER))
     final = run(make_graph(), llm_context(llama, handbook_index))
 
-    assert final["route"][2] == "call_retriever:fallback_search"
-    assert any("made no search call (asked for it by name)" in n for n in final["notices"])
+    assert final["footnote_route"][3] == "call_retriever:fallback_search"
+    assert any("made no search call (asked for it by name)" in n for n in final["footnote_notices"])
     assert {"event": "fallback_search", "query": QUESTION} in final["events"]
     [call] = final["agent_calls"]
     assert call.tool_calls[0]["args"] == {"query": QUESTION}
@@ -264,8 +267,8 @@ def test_search_call_without_a_usable_query_falls_back(
     llama.script(tool_call("search_documents", {"query": " ?! "}), KEEP_ROTATION, text(ANSWER))
     final = run(make_graph(), llm_context(llama, handbook_index))
 
-    assert final["route"][2] == "call_retriever:fallback_search"
-    assert any("had no usable query" in n for n in final["notices"])
+    assert final["footnote_route"][3] == "call_retriever:fallback_search"
+    assert any("had no usable query" in n for n in final["footnote_notices"])
     [call] = final["agent_calls"]
     assert call.tool_calls[0]["args"] == {"query": QUESTION}
     assert final["citations"][0]["source"] == "keys.md"
@@ -281,13 +284,13 @@ def test_grading_schema_fixes_the_number_of_scores(llama: StubOpenAI, handbook_i
     scores = grader["tools"][0]["function"]["parameters"]["properties"]["scores"]
     candidates = graded_event(final)["candidates"]
     assert scores["minItems"] == scores["maxItems"] == candidates > 1
-    assert final["notices"] == []
+    assert final["footnote_notices"] == []
 
     llama.requests.clear()
     llama.script(SEARCH, structured({"scores": [9]}), text(ANSWER))
     short = run(make_graph(), llm_context(llama, handbook_index))
     assert graded_event(short)["method"] == "offline"
-    assert any("Grading fell back" in n for n in short["notices"])
+    assert any("Grading fell back" in n for n in short["footnote_notices"])
 
 
 def test_local_server_needs_no_api_key(
@@ -309,7 +312,7 @@ def test_tool_choice_refused_once_then_offered(offline_env: None, handbook_index
         stub.script(SEARCH, KEEP_ROTATION, text(ANSWER))
         run(graph, context)
 
-    assert first["route"][2] == "call_retriever"
+    assert first["footnote_route"][3] == "call_retriever"
     assert "tool_choice" not in stub.chat_requests[0], "the refusal is remembered"
     assert len(stub.chat_requests) == 3
 
@@ -339,7 +342,7 @@ def test_follow_up_sends_no_null_content(llama: StubOpenAI, handbook_index: Path
     out = graph.invoke(request("and for service accounts?"), config, context=context)
 
     assert out["messages"][-1].content == sts_answer
-    assert out["unsupported_claims"] == []
+    assert out["footnote_unsupported_claims"] == []
     for body in llama.chat_requests:
         assert all(m.get("content") is not None for m in body["messages"])
 
@@ -381,7 +384,7 @@ def test_cli_against_llama_cpp_stub(
     llama.script(SEARCH, KEEP_ROTATION, text(ANSWER + " [5]"))
     result = run_cli(
         "ask", QUESTION, "--index", str(handbook_index), "--model", "openai:stub-model",
-        "--base-url", llama.base_url, "--max-answer-tokens", "40",
+        "--base-url", llama.base_url, "--max-answer-tokens", "40", "--planner", "rules",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert ANSWER in result.stdout and "[5]" not in result.stdout

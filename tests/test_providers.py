@@ -53,6 +53,7 @@ def llm_context(stub: StubOpenAI, index: Path, **overrides: Any) -> dict[str, An
         "model_timeout_s": 10.0,
         "model_max_retries": 0,
         "index_dir": str(index),
+        "planner": "rules",  # these scripts cover the search, grading and answer calls
         **overrides,
     }
 
@@ -62,11 +63,18 @@ def request(question: str = QUESTION) -> dict[str, Any]:
 
 
 def final_state(graph: Any, context: dict[str, Any], question: str = QUESTION) -> dict[str, Any]:
-    """The whole state after the run (notices included), as the CLI reads it."""
+    """The whole state after the run (notices included), as the CLI reads it, plus the last
+    candidates its (single) part's research graded."""
     final: dict[str, Any] = {}
-    for values in graph.stream(request(question), context=context, stream_mode="values"):
-        final = values
-    return final
+    candidates: list[Any] = []
+    for namespace, values in graph.stream(
+        request(question), context=context, stream_mode="values", subgraphs=True
+    ):
+        if namespace:
+            candidates = values.get("candidates", candidates)
+        else:
+            final = values
+    return {**final, "candidates": candidates}
 
 
 def numbered_sources(body: dict[str, Any]) -> list[str]:
@@ -101,13 +109,15 @@ def test_real_client_drives_the_whole_graph(stub: StubOpenAI, handbook_index: Pa
     assert final["messages"][-1].content == ANSWER
     assert final["citations"][0]["source"] == "keys.md"
     assert final["citations"][0]["chunk_id"].startswith("keys.md#rotation")
-    assert final["route"][:3] == ["new_question", "rewrite_query:as_asked", "call_retriever"]
-    assert final["route"][3].startswith("grade_documents:1/")
-    assert final["route"][4:] == ["generate", "verify_citations"]
+    assert final["footnote_route"][:4] == [
+        "new_question", "plan_turn:search:1", "rewrite_query:as_asked", "call_retriever"
+    ]
+    assert final["footnote_route"][4].startswith("grade_documents:1/")
+    assert final["footnote_route"][5:] == ["generate", "verify_citations"]
     assert not any(isinstance(m, AIMessage) and m.tool_calls for m in final["messages"]), (
         "the agent step's tool call stays out of the conversation"
     )
-    assert final["search_calls"] == [], "tool traffic is dropped once graded"
+    assert "search_calls" not in final, "tool traffic never reaches the turn's state"
     assert final["candidates"][0]["document"].metadata["source"] == "keys.md"
 
     agent, grader, answer = stub.chat_requests
@@ -198,7 +208,7 @@ def test_malformed_grades_fall_back(
     final = final_state(make_graph(), llm_context(stub, handbook_index, offline_grader=grader))
 
     assert final["messages"][-1].content == ANSWER
-    assert any("Grading fell back" in notice for notice in final["notices"])
+    assert any("Grading fell back" in notice for notice in final["footnote_notices"])
     pool = final["candidates"]
     grades = offline_grades(pool, grader)  # type: ignore[arg-type]
     ranked = sorted(range(len(pool)), key=lambda i: -grades[i])
@@ -206,9 +216,9 @@ def test_malformed_grades_fall_back(
         "the offline grades decide what is kept"
     )
     assert final["documents"][0].metadata["source"] == "keys.md"
-    graded = next(step for step in final["route"] if step.startswith("grade_documents:"))
+    graded = next(step for step in final["footnote_route"] if step.startswith("grade_documents:"))
     assert int(graded.split(":")[1].split("/")[0]) > 0
-    assert final["route"][-2:] == ["generate", "verify_citations"]
+    assert final["footnote_route"][-2:] == ["generate", "verify_citations"]
     assert len(stub.chat_requests) == 3
 
 
@@ -226,9 +236,9 @@ def test_invalid_citation_is_removed(stub: StubOpenAI, handbook_index: Path) -> 
 
     assert len(final["documents"]) == 3
     assert final["messages"][-1].content == ANSWER
-    assert final["invalid_citations"] == [7]
+    assert final["footnote_invalid_citations"] == [7]
     assert [c["n"] for c in final["citations"]] == [1]
-    assert any("[7]" in notice for notice in final["notices"])
+    assert any("[7]" in notice for notice in final["footnote_notices"])
 
 
 def test_stub_answers_function_calling_and_lists_models(stub: StubOpenAI) -> None:

@@ -149,8 +149,8 @@ def test_worked_example_on_a_thread(server: Server) -> None:
 
     assert "90 days" in answer_text(output)
     assert "keys.md" in sources(output)
-    assert output["unsupported_claims"] == []  # an extractive answer quotes its sources
-    assert output["route"][-2:] == ["generate", "verify_citations"]
+    assert output["footnote_unsupported_claims"] == []  # an extractive answer quotes its sources
+    assert output["footnote_route"][-2:] == ["generate", "verify_citations"]
 
 
 FABRICATED = "Rotated keys are archived on magnetic tape in Reykjavik for seven years [1]."
@@ -205,12 +205,12 @@ def test_unsupported_claims_come_out_over_the_server(model_server: Server) -> No
     output = ask(model_server, model_server.new_thread(), WORKED_EXAMPLE)
 
     assert answer_text(output) == "API keys are rotated every 90 days [1]."
-    claims = output["unsupported_claims"]
+    claims = output["footnote_unsupported_claims"]
     assert [(c["claim"], c["citations"]) for c in claims] == [(FABRICATED[:-5], [1])]
     assert claims[0]["lexical"] < 0.8
-    assert output["invalid_citations"] == []
+    assert output["footnote_invalid_citations"] == []
     assert sources(output) == {"keys.md"}
-    assert any("do not support" in notice for notice in output["notices"])
+    assert any("do not support" in notice for notice in output["footnote_notices"])
 
 
 def test_stream_reports_progress_before_the_final_state(server: Server) -> None:
@@ -236,16 +236,10 @@ def test_stream_reports_progress_before_the_final_state(server: Server) -> None:
     ]
 
     assert "error" not in events, parts
-    assert progress == ["rewriting", "retrieved", "graded", "answer"]
-    assert updated == [
-        "new_question",
-        "rewrite_query",
-        "call_retriever",
-        "tools",
-        "grade_documents",
-        "generate",
-        "verify_citations",
-    ]
+    assert progress == ["planned", "rewriting", "retrieved", "graded", "answer"]
+    # The part's research (rewrite, search, grade) is one step of the turn; its progress
+    # events above still reach a caller that does not stream subgraphs.
+    assert updated == ["new_question", "plan_turn", "research", "generate", "verify_citations"]
     assert "90 days" in answer["text"]
     assert answer_at < last_values
     assert any("90 days" in text for text in streamed)
@@ -261,7 +255,7 @@ def test_follow_up_on_the_same_thread_uses_the_conversation(server: Server) -> N
 
     assert "keys.md" in sources(first)
     assert "sts.md" in sources(follow_up)
-    assert "rewrite_query:condensed" in follow_up["route"]
+    assert "rewrite_query:condensed" in follow_up["footnote_route"]
     questions = [m["content"] for m in follow_up["messages"] if m["type"] == "human"]
     assert questions == [WORKED_EXAMPLE, "and for service accounts?"]
 
@@ -277,7 +271,8 @@ def test_context_schema_describes_every_setting(server: Server) -> None:
         assert properties[name]["description"].strip(), name
     assert properties["max_retrieval_attempts"]["default"] == 2
     assert set(schemas["input_schema"]["properties"]) == {"messages"}
-    assert {"messages", "citations", "route"} <= set(schemas["output_schema"]["properties"])
+    output_fields = set(schemas["output_schema"]["properties"])
+    assert {"messages", "citations", "parts", "footnote_route"} <= output_fields
 
 
 def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
@@ -285,15 +280,15 @@ def test_retrieval_budget_comes_from_the_run_context(server: Server) -> None:
     one_attempt = ask(server, None, NOT_COVERED, max_retrieval_attempts=1)
 
     assert default["citations"] == one_attempt["citations"] == []
-    assert default["route"].count("call_retriever") == 2
-    assert one_attempt["route"].count("call_retriever") == 1
+    assert default["footnote_route"].count("call_retriever") == 2
+    assert one_attempt["footnote_route"].count("call_retriever") == 1
 
 
 def test_retrieve_k_comes_from_the_run_context(server: Server) -> None:
     output = ask(server, None, WORKED_EXAMPLE, retrieve_k=3)
 
-    graded = [step for step in output["route"] if step.startswith("grade_documents:")]
-    assert graded and all(step.endswith("/3") for step in graded), output["route"]
+    graded = [step for step in output["footnote_route"] if step.startswith("grade_documents:")]
+    assert graded and all(step.endswith("/3") for step in graded), output["footnote_route"]
     assert "90 days" in answer_text(output)
 
 
@@ -353,3 +348,45 @@ def test_anonymous_callers_see_only_what_everyone_may_see(server: Server) -> Non
         response = refused(server, **context)
         assert response.status_code in (403, 422), (context, response.text)
         assert "within 5 minutes" not in response.text
+
+
+PARTIAL = "What is the parental leave policy and how do I rotate an API key?"
+
+
+def test_served_output_has_parts_and_searches(server: Server) -> None:
+    output = ask(server, server.new_thread(), PARTIAL)
+
+    assert [p["covered"] for p in output["parts"]] == [False, True]
+    assert output["parts"][0]["question"] == "What is the parental leave policy?"
+    assert output["parts"][1]["citations"] == [1]
+    assert output["footnote_searches"] == 3
+    assert 'do not cover "What is the parental leave policy?"' in answer_text(output)
+
+
+def test_served_conversational_turn_makes_no_search(server: Server) -> None:
+    thread = server.new_thread()
+    ask(server, thread, WORKED_EXAMPLE)
+    output = ask(server, thread, "thanks!")
+
+    assert output["footnote_searches"] == 0
+    assert output["citations"] == [] and output["parts"] == []
+
+
+class AgenticParentState(TypedDict, total=False):
+    messages: Annotated[list[AnyMessage], add_messages]
+    citations: list[dict[str, Any]]
+    parts: list[dict[str, Any]]
+    route: str
+
+
+def test_deployed_graph_as_a_node_shares_only_its_contract(server: Server) -> None:
+    builder = StateGraph(AgenticParentState)
+    builder.add_node("footnote", RemoteGraph(GRAPH_ID, url=server.url))
+    builder.add_edge(START, "footnote")
+    parent = builder.compile()
+
+    output = parent.invoke({"messages": [{"role": "user", "content": PARTIAL}], "route": "mine"})
+
+    assert [m.type for m in output["messages"]] == ["human", "ai"], "one AI message per turn"
+    assert output["route"] == "mine"
+    assert [p["covered"] for p in output["parts"]] == [False, True]

@@ -142,7 +142,8 @@ def test_injected_sources_stay_inside_their_blocks(injected_index: Path) -> None
     answer_call = next(call for call in model.calls if role_of(call) == "answer")
     assert UNTRUSTED_SOURCES in prompt_text(answer_call[:1])  # the system message says so
     # The model obeyed the injection; the support check catches the claim and removes it.
-    assert [(c["claim"], c["citations"]) for c in out["unsupported_claims"]] == [("PWNED", [1, 2])]
+    removed = out["footnote_unsupported_claims"]
+    assert [(c["claim"], c["citations"]) for c in removed] == [("PWNED", [1, 2])]
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
 

@@ -48,15 +48,15 @@ def final_state(index: Path, question: str = OFF_TOPIC, **context: Any) -> dict[
 def test_web_fallback_cites_the_page(tavily: StubTavily, handbook_index: Path) -> None:
     final = final_state(handbook_index)
 
-    assert final["route"].count("call_retriever") == 2
-    assert final["route"][-3:] == ["web_search:2", "generate", "verify_citations"]
+    assert final["footnote_route"].count("call_retriever") == 2
+    assert final["footnote_route"][-3:] == ["web_search:2", "generate", "verify_citations"]
     answer = final["messages"][-1].content
     assert "Canberra is the capital city of Australia" in answer
     assert "[1]" in answer
     cited = final["citations"][0]
     assert cited["kind"] == "web"
     assert cited["url"] == cited["source"] == "https://en.wikipedia.org/wiki/Canberra"
-    assert final["notices"] == []
+    assert final["footnote_notices"] == []
 
     (sent,) = tavily.requests
     assert sent.path == "/search"
@@ -74,10 +74,10 @@ def test_no_key_is_one_notice(
         context={"index_dir": str(handbook_index), "web_search": True},
     )
 
-    assert final["notices"] == ["Web search is off: set TAVILY_API_KEY to enable it."]
+    assert final["footnote_notices"] == ["Web search is off: set TAVILY_API_KEY to enable it."]
     assert final["messages"][-1].content == NOT_COVERED
     assert final["citations"] == []
-    assert "web_search:off" in final["route"]
+    assert "web_search:off" in final["footnote_route"]
     assert tavily.requests == []
 
 
@@ -114,11 +114,11 @@ def test_web_search_failure_is_one_notice(
         monkeypatch.setenv("TAVILY_API_BASE_URL", f"http://127.0.0.1:{unused_port()}")
     final = final_state(handbook_index)
 
-    assert len(final["notices"]) == 1
-    assert final["notices"][0].startswith(notice)
+    assert len(final["footnote_notices"]) == 1
+    assert final["footnote_notices"][0].startswith(notice)
     assert final["messages"][-1].content == NOT_COVERED
     assert final["citations"] == []
-    assert "web_search:failed" in final["route"]
+    assert "web_search:failed" in final["footnote_route"]
     assert len(tavily.requests) == (0 if failure == "unreachable" else 1)
 
 
@@ -221,9 +221,9 @@ def test_a_model_answer_from_web_sources_is_checked_for_support(
         {"messages": [{"role": "user", "content": OFF_TOPIC}]},
         context={"index_dir": str(handbook_index), "web_search": True},
     )
-    assert out["route"][-3:] == ["web_search:2", "generate", "verify_citations"]
+    assert out["footnote_route"][-3:] == ["web_search:2", "generate", "verify_citations"]
     assert out["messages"][-1].content == "Canberra is Australia's capital city [1]."
-    assert [c["claim"] for c in out["unsupported_claims"]] == [
+    assert [c["claim"] for c in out["footnote_unsupported_claims"]] == [
         "Canberra has been the capital of New Zealand since 1850"
     ]
     assert out["citations"][0]["kind"] == "web"

@@ -506,11 +506,12 @@ def test_model_answer_streams_token_by_token(
     browser_paths: tuple[str, str], handbook_index: Path, tmp_path: Path
 ) -> None:
     """With a chat model the answer appears word by word, then gets its citation links."""
-    from tests.stub_openai import StubOpenAI
+    from tests.stub_openai import StubOpenAI, structured
     from tests.test_providers import ANSWER, happy_path
 
     with StubOpenAI() as stub:
-        stub.script(*happy_path())
+        plan = structured({"action": "search", "questions": [{"question": WORKED_EXAMPLE}]})
+        stub.script(plan, *happy_path())  # the model plans the turn first
         process, url = start_server(handbook_index, tmp_path, model_env(stub.base_url))
         try:
             with chromium(browser_paths) as driver:
@@ -529,3 +530,55 @@ def test_model_answer_streams_token_by_token(
                 assert stub.pending == 0
         finally:
             stop(process)
+
+
+PARTIAL_QUESTION = "What is the parental leave policy and how do I rotate an API key?"
+
+
+def test_an_uncovered_part_is_shown_as_such(page: Page) -> None:
+    page.open()
+    page.ready()
+
+    turn = page.ask(PARTIAL_QUESTION)
+
+    parts = page.until(lambda: turn.find_elements("css selector", ".parts .part"), "no parts")
+    assert [p.get_attribute("class") for p in parts] == ["part uncovered", "part covered"]
+    uncovered = parts[0]
+    assert uncovered.is_displayed()
+    assert "What is the parental leave policy?" in uncovered.text
+    assert "Not covered by your documents" in uncovered.text
+    assert "[1]" in parts[1].text
+    assert "partly-covered" in turn.get_attribute("class")
+    assert "not-covered" not in turn.get_attribute("class"), "the covered part is answered"
+    assert turn.find_elements("css selector", "a.cite")
+    page.screenshot("partly-covered")
+
+
+def test_a_new_question_in_a_thread_is_answered_from_its_own_passages(page: Page) -> None:
+    """A short question that does not refer back is not joined to the previous one: it used
+    to be answered with the previous question's passages."""
+    page.open()
+    page.ready()
+    page.ask(WORKED_EXAMPLE)
+    page.ask("How do I connect to the VPN?")
+    second = page.ask("Who approves my expenses?")
+
+    links = second.find_elements("css selector", "a.cite")
+    assert links, second.text
+    links[0].click()
+    assert page.visible(".source.active h3").text.endswith("expenses.md")
+    cited = {h.text.rsplit(" ", 1)[-1] for h in page.find_all("#source-list .source h3")}
+    assert cited == {"expenses.md"}, cited
+
+
+def test_thanks_gets_a_reply_without_a_search(page: Page) -> None:
+    page.open()
+    page.ready()
+    page.ask(WORKED_EXAMPLE)
+
+    turn = page.ask("thanks!")
+
+    steps = [step.text for step in turn.find_elements("css selector", ".progress li")]
+    assert not [s for s in steps if s.startswith(("Searching", "Retrieved", "Graded"))], steps
+    assert "welcome" in turn.find_element("css selector", ".answer-text").text
+    assert not turn.find_elements("css selector", "a.cite")

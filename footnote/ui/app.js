@@ -529,6 +529,7 @@ function finishAnswer(turn, values) {
     if (paragraph.trim()) body.append(renderParagraph(paragraph, turn));
   }
   renderChecks(turn, values);
+  if (typeof renderParts === "function") renderParts(turn, values);
   if (citations.length) {
     const button = document.createElement("button");
     button.type = "button";
@@ -590,9 +591,9 @@ function claimText(claim) {
 function renderChecks(turn, values) {
   const box = turn.querySelector(".checks");
   box.replaceChildren();
-  const invalid = Array.isArray(values.invalid_citations) ? values.invalid_citations : [];
-  const unsupported = Array.isArray(values.unsupported_claims) ? values.unsupported_claims : [];
-  const notices = Array.isArray(values.notices) ? values.notices : [];
+  const invalid = Array.isArray(values.footnote_invalid_citations) ? values.footnote_invalid_citations : [];
+  const unsupported = Array.isArray(values.footnote_unsupported_claims) ? values.footnote_unsupported_claims : [];
+  const notices = Array.isArray(values.footnote_notices) ? values.footnote_notices : [];
   if (invalid.length) {
     const p = document.createElement("p");
     p.className = "warning invalid-citations";

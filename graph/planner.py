@@ -1,0 +1,223 @@
+"""The offline planner: explicit rules for whether a turn needs documents and what to search.
+
+- `conversational_reply`: greetings, thanks, goodbyes, questions about the conversation
+  itself and about the assistant get a short reply and no search. Anything with a subject
+  of its own searches.
+- `split_question`: a question with several parts becomes sub-questions: several questions
+  in one message, two questions joined by "and"/"also" where the second starts with a
+  question word, a bulleted or numbered list, a comparison of two named things. It is
+  conservative: "How do I create and rotate a key?" is one question, never two.
+
+With a chat model the model plans instead (nodes.py); these rules are its fallback.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from footnote.store.text import keyword_tokens
+
+_QUESTION_WORD = (
+    r"(what|how|when|where|why|who|whom|which|whose|is|are|can|could|do|does|did|should|"
+    r"shall|will|would|may|must|has|have)"
+)
+
+_GREETING = re.compile(
+    r"^(hi|hello|hey|hiya|howdy|good (morning|afternoon|evening|day)|greetings|yo)\b", re.I
+)
+_THANKS = re.compile(
+    r"^(thanks|thank you|thank u|thx|ty|cheers|much appreciated|great|perfect|awesome|cool|"
+    r"nice|ok|okay|got it|understood|that helps|that'?s helpful|brilliant)\b",
+    re.I,
+)
+_BYE = re.compile(r"^(bye|goodbye|good bye|see you|see ya|later|farewell|good night)\b", re.I)
+_ABOUT_SOURCES = re.compile(
+    r"\b(what did you (just )?(cite|quote)|what (were|are) (your|the) (sources|citations|"
+    r"references)|which (sources|documents|files) did you (use|cite)|where did (that|this|it) "
+    r"come from)\b",
+    re.I,
+)
+_REPEAT = re.compile(
+    r"\b(repeat (that|your (last )?answer|what you said)|what did you (just )?(say|said|mean)|"
+    r"(summari[sz]e|say) (that|it) again)\b",
+    re.I,
+)
+_LAST_QUESTION = re.compile(r"\b(what did i (just )?ask|what was my (last )?question)\b", re.I)
+_ABOUT_ASSISTANT = re.compile(
+    r"^(who|what) are you\b|^what can you do\b|^how (do|can) you help\b|^how are you\b|"
+    r"^what do you do\b",
+    re.I,
+)
+_FILLER = set(
+    keyword_tokens(
+        "please just again so much very lot all bye now for everything help helpful helps team "
+        "there you today later soon tomorrow need needed wanted that's it was is what i know "
+        "info information answer great good day s thanks thank"
+    )
+)
+"""Words a pleasantry may carry and still need no search ("thanks, that's all I needed")."""
+
+GREETING_REPLY = (
+    "Hello! Ask me about your team's documents and I will answer with citations, or say "
+    "plainly when they do not cover something."
+)
+THANKS_REPLY = "You're welcome. Ask another question whenever you like."
+BYE_REPLY = "Goodbye!"
+ABOUT_REPLY = (
+    "I answer questions from your team's documents, cite every claim, and say plainly when the "
+    "documents do not cover something. Ask me about a policy, a system or a procedure."
+)
+
+
+def conversational_reply(
+    question: str,
+    previous_question: str,
+    previous_answer: str,
+    previous_citations: Sequence[dict[str, Any]],
+) -> str | None:
+    """The reply to a turn that needs no documents, or None when it should search.
+
+    A pleasantry followed by a real question ("thanks! how do I rotate a key?") searches:
+    what remains after the pleasantry must have no words of its own.
+    """
+    text = question.strip()
+    if not text:
+        return None
+    for pattern in (_ABOUT_SOURCES, _REPEAT, _LAST_QUESTION):
+        # "What did you say I should install?" asks about the documents, not the conversation.
+        match = pattern.search(text)
+        if match and not _has_subject(text[: match.start()] + " " + text[match.end() :]):
+            return _about_conversation(text, previous_question, previous_answer, previous_citations)
+    if _ABOUT_ASSISTANT.search(text) and len(text.split()) <= 8:
+        return ABOUT_REPLY
+    for pattern, reply in ((_GREETING, GREETING_REPLY), (_THANKS, THANKS_REPLY),
+                           (_BYE, BYE_REPLY)):  # fmt: skip
+        match = pattern.match(text)
+        if match and not _has_subject(text[match.end() :]):
+            return reply
+    return None
+
+
+def _has_subject(rest: str) -> bool:
+    words = [w for w in keyword_tokens(rest) if w not in _FILLER]
+    return bool(words)
+
+
+def _about_conversation(
+    text: str, question: str, answer: str, citations: Sequence[dict[str, Any]]
+) -> str:
+    if not answer:
+        return "We have not talked about anything yet: ask a question about your documents."
+    if _LAST_QUESTION.search(text):
+        return f'You asked: "{question}"'
+    if _REPEAT.search(text):
+        return re.sub(r"\s*\[\d+\]", "", answer)  # the numbers belonged to that answer's sources
+    if not citations:
+        return "My last answer cited no sources."
+    listed = "; ".join(
+        f"[{c.get('n')}] {c.get('source', '')}"
+        + (f", § {c['section']}" if c.get("section") else "")
+        for c in citations
+    )
+    return f"My last answer cited: {listed}."
+
+
+_SPLIT_JOINER = re.compile(
+    rf"(?:,\s*|\s+|;\s*)(?:and\s+also|and|also|plus|as well as)\s*,?\s+(?={_QUESTION_WORD}\b)",
+    re.I,
+)
+_COMPARISON = re.compile(
+    r"^(?:what(?:'s| is) the )?(?:difference|differences) between (?P<a>.+?) and (?P<b>.+?)\??$"
+    r"|^compare (?P<c>.+?) (?:and|with|to) (?P<d>.+?)\??$"
+    r"|^(?P<e>[^?]+?) (?:vs\.?|versus) (?P<f>[^?]+?)\??$",
+    re.I,
+)
+_LIST_ITEM = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+(?P<item>.+)$")
+
+
+def split_question(question: str, *, max_parts: int = 4) -> list[str]:
+    """The question's parts; one part (the question itself) unless the rules are sure."""
+    text = question.strip()
+    parts = _list_items(text) or _question_sentences(text) or _joined(text) or _compared(text)
+    parts = [p for p in parts if _is_part(p)]
+    if len(parts) < 2:
+        return [text]
+    return parts[:max_parts]
+
+
+def _list_items(text: str) -> list[str]:
+    lines = [line for line in text.splitlines() if line.strip()]
+    items = [m.group("item").strip() for line in lines if (m := _LIST_ITEM.match(line))]
+    if len(items) < 2:
+        return []
+    lead = [line for line in lines if not _LIST_ITEM.match(line)]
+    # "Tell me about: - keys - VPN" names topics; the lead says what to ask about each.
+    prefix = lead[0].rstrip(":").strip() if len(lead) == 1 and not lead[0].endswith("?") else ""
+    return [_as_question(f"{prefix} {item}" if prefix and not _starts_question(item) else item)
+            for item in items]  # fmt: skip
+
+
+def _question_sentences(text: str) -> list[str]:
+    sentences = [s.strip() for s in re.findall(r"[^?]+\?", text)]
+    if len(sentences) < 2 or not all(_starts_question(s) for s in sentences):
+        return []
+    return sentences
+
+
+def _joined(text: str) -> list[str]:
+    """Split at "and"/"also" before a question word, when what comes before is a question too
+    (the message starts with one, or its last sentence does: "I run stable. How do I X, and
+    why Y?")."""
+    pieces = _SPLIT_JOINER.split(text)
+    if len(pieces) < 2:
+        return []
+    for left in pieces[:-1]:
+        last_sentence = re.split(r"(?<=[.!?])\s+", left.strip())[-1]
+        if not (_starts_question(left) or _starts_question(last_sentence)):
+            return []
+    return [_as_question(p) for p in pieces]
+
+
+def _compared(text: str) -> list[str]:
+    match = _COMPARISON.match(text.strip())
+    if not match:
+        return []
+    groups = [g for g in match.groups() if g]
+    a, b = groups[0].strip(), groups[1].strip()
+    if len(a.split()) > 6 or len(b.split()) > 6:
+        return []
+    return [f"What is {a}?", f"What is {b}?"]
+
+
+def _starts_question(text: str) -> bool:
+    return re.match(rf"^\s*{_QUESTION_WORD}\b", text, re.I) is not None
+
+
+def _as_question(text: str) -> str:
+    text = text.strip().rstrip(",;. ")
+    text = text[:1].upper() + text[1:]
+    return text if text.endswith("?") else f"{text}?"
+
+
+def _is_part(text: str) -> bool:
+    """A part worth searching on its own: it names something ("What about sid?")."""
+    return len(keyword_tokens(text)) >= 1
+
+
+_FOLLOW_UP = re.compile(
+    r"^(and|or|but|also|what about|how about|same for|what if|then|so)\b|\b(it|that|this|they|"
+    r"them|those|these)\b",
+    re.IGNORECASE,
+)
+
+
+def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[str, str]:
+    """A standalone question without an LLM: a follow-up that refers back ("and for service
+    accounts?", "does it expire?") borrows the previous question's words. A question with no
+    such reference stands alone, however short: joining it to the previous one would answer
+    it with the previous question's passages. Returns (question, strategy)."""
+    if earlier_questions and _FOLLOW_UP.search(question.strip()):
+        return f"{earlier_questions[-1]} {question}", "condensed"
+    return question, "as_asked"
