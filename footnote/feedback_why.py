@@ -1,9 +1,11 @@
 """How an answer was made, read from the run's own checkpoints (a thread's history).
 
 Pure functions of the history the LangGraph server returns (`POST /threads/{id}/history`,
-newest first): no graph, no index. The answer graph records its route, notices, each retrieval
-round's query and candidates with their grading evidence, the kept documents, and the
-citation checks; this module picks one answer's run out of the history and lays those out.
+newest first): no graph, no index. The answer graph records its route, notices, each part's
+findings (kept documents, searches, and a trace of each retrieval round: query, candidates
+with their grading evidence, grade and fate), and the citation checks; this module picks one
+answer's run out of the history and lays those out. Runs of the older, single-part graph
+graded in the root graph, so their rounds are read from its checkpoints instead.
 Fields are read by name and defensively: a missing or renamed field is left out, never an
 error, so the "why" survives changes to the state.
 """
@@ -123,25 +125,93 @@ def _rounds(run: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rounds
 
 
-def _passages(run: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
-    """Every chunk the run saw (candidates and kept documents): the export's corpus."""
+def _findings(values: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    """The turn's researched parts (agentic graphs), in plan order; [] for older runs."""
+    found = field(values, "findings", [])
+    items = [f for f in found if isinstance(f, Mapping)] if isinstance(found, list) else []
+    return sorted(items, key=lambda f: f.get("index", 0) if isinstance(f.get("index"), int) else 0)
+
+
+def _traced(candidate: Any) -> dict[str, Any]:
+    """A graded chunk from a part's round trace, shaped like `_described`'s rows."""
+    if not isinstance(candidate, Mapping):
+        return {}
+    row: dict[str, Any] = {
+        "chunk_id": str(candidate.get("chunk_id", "")),
+        "source": str(candidate.get("source", "")),
+        "section": str(candidate.get("section", "")),
+        "kept": bool(candidate.get("kept")),
+        "evidence": {
+            k: v for k in ("dense", "coverage") if isinstance(v := candidate.get(k), (int, float))
+        },
+    }
+    if isinstance(candidate.get("grade"), (int, float)):
+        row["grade"] = candidate["grade"]
+    if isinstance(candidate.get("reason"), str):
+        row["reason"] = candidate["reason"]
+    return row
+
+
+def _part_rounds(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per grading round of every part, each naming its part and the part's question."""
+    rounds = []
+    for finding in findings:
+        traced = finding.get("rounds")
+        for round_ in traced if isinstance(traced, list) else []:
+            if not isinstance(round_, Mapping):
+                continue
+            candidates = round_.get("candidates")
+            entry: dict[str, Any] = {
+                "part": finding.get("index", 0),
+                "part_question": str(finding.get("question", "")),
+                "query": str(round_.get("query", "")),
+                "strategy": str(round_.get("strategy", "")),
+                "candidates": [
+                    _traced(c) for c in (candidates if isinstance(candidates, list) else [])
+                ],
+            }
+            for name in ("method", "threshold", "keep_k"):
+                if name in round_:
+                    entry[name] = round_[name]
+            rounds.append(entry)
+    return rounds
+
+
+def _research(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """What each part spent: its question, searches and model calls, chunks kept."""
+    return [
+        {
+            "part": f.get("index", 0),
+            "question": str(f.get("question", "")),
+            "searches": f.get("searches", 0),
+            "model_calls": f.get("model_calls", 0),
+            "kept": len(f.get("documents") or []),
+        }
+        for f in findings
+    ]
+
+
+def _passages(
+    run: Sequence[Mapping[str, Any]], findings: Sequence[Mapping[str, Any]] = ()
+) -> dict[str, dict[str, str]]:
+    """Every chunk the run saw whose text the checkpoints hold (candidates and kept documents
+    of older runs; each part's kept documents of agentic ones): the export's corpus."""
     passages: dict[str, dict[str, str]] = {}
+    groups: list[Any] = [*(f.get("documents") for f in findings)]
     for snapshot in run:
         values = snapshot.get("values") or {}
-        for key in ("candidates", "documents"):
-            items = field(values, key, [])
-            for item in items if isinstance(items, list) else []:
-                document = _document(item)
-                chunk_id = _chunk_id(document)
-                metadata = document.get("metadata") or {}
-                if chunk_id and metadata.get("kind", "document") == "document":
-                    title = " > ".join(
-                        p for p in (metadata.get("title"), metadata.get("section")) if p
-                    )
-                    passages[chunk_id] = {
-                        "title": str(title),
-                        "text": str(document.get("page_content", "")),
-                    }
+        groups += [field(values, key, []) for key in ("candidates", "documents")]
+    for items in groups:
+        for item in items if isinstance(items, list) else []:
+            document = _document(item)
+            chunk_id = _chunk_id(document)
+            metadata = document.get("metadata") or {}
+            if chunk_id and metadata.get("kind", "document") == "document":
+                title = " > ".join(p for p in (metadata.get("title"), metadata.get("section")) if p)
+                passages[chunk_id] = {
+                    "title": str(title),
+                    "text": str(document.get("page_content", "")),
+                }
     return passages
 
 
@@ -166,13 +236,16 @@ def answer_record(
     questions = [m for m in messages if m.get("type") == "human"]
     citations = [c for c in field(values, "citations", []) or [] if isinstance(c, Mapping)]
     answer = text_of(messages[-1])
+    findings = _findings(values)
     why: dict[str, Any] = {
         "question": str(field(values, "question", ""))
         or (text_of(questions[-1]) if questions else ""),
         "standalone_question": str(field(values, "standalone_question", "")),
         "route": [str(r) for r in field(values, "route", []) or []],
         "notices": [str(n) for n in field(values, "notices", []) or []],
-        "rounds": _rounds(run),
+        # Agentic graphs grade inside a subgraph whose checkpoints the thread's history lacks:
+        # its parts carry their rounds out. Older runs graded in the root graph.
+        "rounds": _part_rounds(findings) if findings else _rounds(run),
         "citations": citations,
         "invalid_citations": list(field(values, "invalid_citations", []) or []),
         "unsupported_claims": list(field(values, "unsupported_claims", []) or []),
@@ -180,6 +253,8 @@ def answer_record(
     for extra in ("searches", "parts"):  # recorded by newer graphs; shown as they come
         if (value := field(values, extra)) is not None:
             why[extra] = value
+    if findings:
+        why["research"] = _research(findings)
     context = metadata.get("context") if isinstance(metadata.get("context"), Mapping) else {}
     return {
         "thread_id": thread_id,
@@ -192,7 +267,7 @@ def answer_record(
             {k: c.get(k) for k in ("n", "chunk_id", "source", "section", "url")} for c in citations
         ],
         "index_name": str((context or {}).get("index_dir") or "default"),
-        "why": {**why, "passages": _passages(run)},
+        "why": {**why, "passages": _passages(run, findings)},
     }
 
 

@@ -27,7 +27,16 @@ from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.grader import offline_grades
 from footnote.graph.models import ChatModels, Role, is_timeout
-from footnote.graph.state import CLEAR, Finding, Part, PartState, PlannedPart, State
+from footnote.graph.state import (
+    CLEAR,
+    Finding,
+    GradedChunk,
+    Part,
+    PartState,
+    PlannedPart,
+    Round,
+    State,
+)
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
@@ -325,6 +334,7 @@ class AnswerNodes:
                 "documents": list(final.get("documents", [])),
                 "searches": final.get("searches", 0),
                 "model_calls": final.get("model_calls", 0),
+                "rounds": list(final.get("rounds", [])),
             }
             return {
                 "findings": [finding],
@@ -518,6 +528,7 @@ class AnswerNodes:
         kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
         ]
+        trace = _round_trace(state, context, candidates, grades, {d.id for d in kept}, method)
         if state.strategy == "hop":  # a hop adds to what the first search found
             seen = {d.id for d in state.documents}
             kept = [*state.documents, *(d for d in kept if d.id not in seen)]
@@ -547,6 +558,7 @@ class AnswerNodes:
             "model_calls": state.model_calls + (1 if use_model and candidates else 0),
             "notices": notices,
             "route": [f"grade_documents:{len(kept)}/{len(candidates)}"],
+            "rounds": [trace],
         }
 
     def _grade(
@@ -755,7 +767,48 @@ class AnswerNodes:
 
 
 _NO_FINDING: Finding = {"index": -1, "question": "", "documents": [], "searches": 0,
-                        "model_calls": 0}  # fmt: skip
+                        "model_calls": 0, "rounds": []}  # fmt: skip
+
+
+def _round_trace(
+    state: PartState,
+    context: Context,
+    candidates: Sequence[Candidate],
+    grades: Sequence[float],
+    kept: set[str | None],
+    method: str,
+) -> Round:
+    """What "why this answer" shows of one grading round: each candidate's evidence, grade
+    and fate, without its text."""
+    rows: list[GradedChunk] = []
+    for candidate, grade in zip(candidates, grades, strict=True):
+        document = candidate["document"]
+        metadata = document.metadata
+        is_kept = document.id in kept
+        rows.append(
+            {
+                "chunk_id": str(document.id or metadata.get("chunk_id", "")),
+                "source": str(metadata.get("source", "")),
+                "section": str(metadata.get("section", "")),
+                "dense": float(candidate["evidence"]["dense"]),
+                "coverage": float(candidate["evidence"]["coverage"]),
+                "grade": float(grade),
+                "kept": is_kept,
+                "reason": "kept"
+                if is_kept
+                else "below threshold"
+                if grade < context.grade_threshold
+                else "beyond keep_k",
+            }
+        )
+    return {
+        "query": state.query,
+        "strategy": state.strategy,
+        "method": method,
+        "threshold": context.grade_threshold,
+        "keep_k": context.keep_k,
+        "candidates": rows,
+    }
 
 
 def _name_emptied_parts(answer: str, plan: Sequence[PlannedPart]) -> str:

@@ -99,14 +99,44 @@ class PlannedPart(TypedDict):
     max_model_calls: int
 
 
+class GradedChunk(TypedDict):
+    """One candidate of a retrieval round as it was graded (no text: the trace stays small)."""
+
+    chunk_id: str
+    source: str
+    section: str
+    dense: float
+    """Embedding similarity to the part's question."""
+    coverage: float
+    """Share of the question's keywords the chunk contains."""
+    grade: float
+    kept: bool
+    reason: str
+    """Why it was kept or dropped: "kept", "below threshold", "beyond keep_k"."""
+
+
+class Round(TypedDict):
+    """One retrieval round of a part, kept for "why this answer": the subgraph's own
+    checkpoints are not in the thread's history, so the part carries its trace out."""
+
+    query: str
+    strategy: str
+    method: str
+    """How the grades were made: "offline" or the model's structured-output method."""
+    threshold: float
+    keep_k: int
+    candidates: list[GradedChunk]
+
+
 class Finding(TypedDict):
-    """One part's research: the chunks it kept and what it spent."""
+    """One part's research: the chunks it kept, what it spent, and how each round went."""
 
     index: int
     question: str
     documents: list[Document]
     searches: int
     model_calls: int
+    rounds: list[Round]
 
 
 @dataclass(kw_only=True)
@@ -176,3 +206,5 @@ class PartState:
     """The part's path, passed on to the turn's `footnote_route`."""
     notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
     """The part's notices, passed on to the turn's `footnote_notices`."""
+    rounds: Annotated[list[Round], append_or_clear] = field(default_factory=list)
+    """Each grading round's trace, passed on to the part's `Finding`."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from langgraph.checkpoint.memory import InMemorySaver
 
 from footnote.evaluate import load_beir
 from footnote.feedback import (
@@ -30,6 +31,7 @@ from footnote.feedback import (
     tracing_on,
 )
 from footnote.feedback_why import AnswerNotFound, answer_record, field
+from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
 from tests.pg_fixture import PgServer
 
@@ -183,8 +185,9 @@ def _doc(chunk_id: str, source: str = "keys.md") -> dict[str, Any]:
     }
 
 
-def _history() -> list[dict[str, Any]]:
-    """A thread's checkpoints as the server returns them (newest first): two runs."""
+def _legacy_history() -> list[dict[str, Any]]:
+    """A thread's checkpoints as the server returns them (newest first): two runs of the
+    older single-part graph, which graded in the root graph."""
     run1, run2 = "run-1", "run-2"
     q1 = {"type": "human", "id": "h1", "content": "How often?"}
     a1 = {"type": "ai", "id": "a1", "content": "Every 90 days. [1]"}
@@ -246,8 +249,216 @@ def _history() -> list[dict[str, Any]]:
     return history[::-1]
 
 
-def test_why_is_read_from_the_runs_own_checkpoints() -> None:
+def _history() -> list[dict[str, Any]]:
+    """Two runs of the agentic graph (newest first): grading happened in the research
+    subgraph, so the root checkpoints hold only each part's finding with its round trace."""
+    run1, run2 = "run-1", "run-2"
+    q1 = {"type": "human", "id": "h1", "content": "How often, and who pages?"}
+    a1 = {"type": "ai", "id": "a1", "content": "Every 90 days. [1]\n\nThe on-call lead. [2]"}
+    q2 = {"type": "human", "id": "h2", "content": "And parental leave?"}
+    a2 = {"type": "ai", "id": "a2", "content": NOT_COVERED}
+
+    def graded(chunk_id: str, dense: float, coverage: float, grade: float, reason: str) -> dict:
+        return {
+            "chunk_id": chunk_id,
+            "source": chunk_id.split("#")[0],
+            "section": "API keys",
+            "dense": dense,
+            "coverage": coverage,
+            "grade": grade,
+            "kept": reason == "kept",
+            "reason": reason,
+        }
+
+    def round_(query: str, strategy: str, *candidates: dict) -> dict:
+        return {
+            "query": query,
+            "strategy": strategy,
+            "method": "offline",
+            "threshold": 0.5,
+            "keep_k": 4,
+            "candidates": list(candidates),
+        }
+
+    rotation, paging = _doc("keys.md#rotation:0"), _doc("oncall.md#paging:0", "oncall.md")
+    findings = [  # in the order the parallel branches finished, not plan order
+        {
+            "index": 1,
+            "question": "Who pages?",
+            "documents": [paging],
+            "searches": 2,
+            "model_calls": 0,
+            "rounds": [
+                round_(
+                    "who pages",
+                    "split",
+                    graded("keys.md#scopes:0", 0.3, 0.1, 0.2, "below threshold"),
+                ),
+                round_(
+                    "who pages on-call", "prf", graded("oncall.md#paging:0", 0.7, 0.8, 0.9, "kept")
+                ),
+            ],
+        },
+        {
+            "index": 0,
+            "question": "How often?",
+            "documents": [rotation],
+            "searches": 1,
+            "model_calls": 0,
+            "rounds": [
+                round_(
+                    "how often",
+                    "split",
+                    graded("keys.md#rotation:0", 0.8, 0.6, 0.7, "kept"),
+                    graded("keys.md#other:0", 0.6, 0.5, 0.6, "beyond keep_k"),
+                )
+            ],
+        },
+    ]
+    steps = [
+        (run1, 0, ["plan_turn"], {"messages": [q1], "findings": []}),
+        (run1, 1, ["research", "research"], {"messages": [q1], "findings": []}),
+        (run1, 2, ["generate"], {"messages": [q1], "findings": findings}),
+        (
+            run1,
+            3,
+            [],
+            {
+                "messages": [q1, a1],
+                "question": "How often, and who pages?",
+                "findings": findings,
+                "documents": [rotation, paging],
+                "footnote_route": ["new_question", "plan_turn:search:2", "grade_documents:1/2"],
+                "footnote_notices": ["HyDE needs a chat model; it is unavailable offline."],
+                "citations": [
+                    {"n": 1, "chunk_id": "keys.md#rotation:0", "source": "keys.md"},
+                    {"n": 2, "chunk_id": "oncall.md#paging:0", "source": "oncall.md"},
+                ],
+                "footnote_invalid_citations": [3],
+                "footnote_unsupported_claims": [],
+                "footnote_searches": 3,
+                "parts": [
+                    {"question": "How often?", "covered": True, "citations": [1]},
+                    {"question": "Who pages?", "covered": True, "citations": [2]},
+                ],
+            },
+        ),
+        (
+            run2,
+            4,
+            [],
+            {
+                "messages": [q1, a1, q2, a2],
+                "question": "And parental leave?",
+                "citations": [],
+                "findings": [
+                    {
+                        "index": 0,
+                        "question": "And parental leave?",
+                        "documents": [],
+                        "searches": 1,
+                        "model_calls": 0,
+                        "rounds": [round_("parental leave", "as_asked")],
+                    },
+                ],
+            },
+        ),
+    ]
+    history = [
+        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step}}
+        for run, step, nxt, values in steps
+    ]
+    return history[::-1]
+
+
+def test_why_reads_each_parts_rounds_from_its_finding() -> None:
     record = answer_record(_history(), "thread", "a1")
+    assert record["run_id"] == "run-1" and record["question"] == "How often, and who pages?"
+    assert not record["not_covered"]
+    why = record["why"]
+    # Rounds in plan order, each naming its part and the part's question.
+    assert [(r["part"], r["part_question"], r["query"], r["strategy"]) for r in why["rounds"]] == [
+        (0, "How often?", "how often", "split"),
+        (1, "Who pages?", "who pages", "split"),
+        (1, "Who pages?", "who pages on-call", "prf"),
+    ]
+    first = why["rounds"][0]
+    assert (first["method"], first["threshold"], first["keep_k"]) == ("offline", 0.5, 4)
+    assert [(c["chunk_id"], c["kept"], c["reason"], c["grade"]) for c in first["candidates"]] == [
+        ("keys.md#rotation:0", True, "kept", 0.7),
+        ("keys.md#other:0", False, "beyond keep_k", 0.6),
+    ]
+    assert first["candidates"][0]["evidence"] == {"dense": 0.8, "coverage": 0.6}
+    assert why["rounds"][1]["candidates"][0]["reason"] == "below threshold"
+    assert why["research"] == [
+        {"part": 0, "question": "How often?", "searches": 1, "model_calls": 0, "kept": 1},
+        {"part": 1, "question": "Who pages?", "searches": 2, "model_calls": 0, "kept": 1},
+    ]
+    assert why["searches"] == 3 and [p["covered"] for p in why["parts"]] == [True, True]
+    assert why["route"][:2] == ["new_question", "plan_turn:search:2"]
+    assert why["invalid_citations"] == [3]
+    assert why["notices"] == ["HyDE needs a chat model; it is unavailable offline."]
+    # The export's corpus: every kept chunk, with its text (the trace carries none).
+    assert why["passages"]["oncall.md#paging:0"] == {
+        "title": "Keys > API keys",
+        "text": "text of oncall.md#paging:0",
+    }
+    assert set(why["passages"]) == {"keys.md#rotation:0", "oncall.md#paging:0"}
+
+    later = answer_record(_history(), "thread", "a2")
+    assert later["not_covered"] and later["run_id"] == "run-2" and later["citations"] == []
+    (empty,) = later["why"]["rounds"]
+    assert empty["query"] == "parental leave" and empty["candidates"] == []
+    assert later["why"]["passages"] == {}
+    with pytest.raises(AnswerNotFound):
+        answer_record(_history(), "thread", "h1")  # a question is not an answer
+
+
+def _as_served(snapshot: Any) -> dict[str, Any]:
+    """A state snapshot as the server's history returns it: JSON, models as their dumps."""
+    values = json.loads(json.dumps(snapshot.values, default=lambda o: o.model_dump()))
+    return {"values": values, "next": list(snapshot.next), "metadata": dict(snapshot.metadata)}
+
+
+def test_why_of_a_real_multi_part_run_shows_every_parts_searches(handbook_index: Path) -> None:
+    graph = make_graph(checkpointer=InMemorySaver())
+    config = {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "r1"}}
+    question = "What is the parental leave policy and how do I rotate an API key?"
+    out = graph.invoke(
+        {"messages": [{"role": "user", "content": question}]},
+        config,
+        context={"index_dir": str(handbook_index)},
+    )
+    history = [_as_served(s) for s in graph.get_state_history(config)]
+    record = answer_record(history, "t", out["messages"][-1].id)
+    why = record["why"]
+    plan = [p["question"] for p in out["parts"]]
+    assert len(plan) == 2 and [r["question"] for r in why["research"]] == plan
+    assert [r["part"] for r in why["rounds"]] == sorted(r["part"] for r in why["rounds"])
+    assert {r["part_question"] for r in why["rounds"]} == set(plan)
+    # Every search the turn made is shown: one round per search (no hops offline).
+    assert len(why["rounds"]) == why["searches"] == out["footnote_searches"]
+    for round_ in why["rounds"]:
+        assert round_["query"] and round_["candidates"]
+        for c in round_["candidates"]:
+            assert {"dense", "coverage"} <= set(c["evidence"]) and 0 <= c["grade"] <= 1
+            assert (
+                c["reason"] == "kept"
+                if c["kept"]
+                else c["reason"]
+                in (
+                    "below threshold",
+                    "beyond keep_k",
+                )
+            )
+    kept = {c["chunk_id"] for r in why["rounds"] for c in r["candidates"] if c["kept"]}
+    cited = {c["chunk_id"] for c in out["citations"]}
+    assert cited and cited <= kept and cited <= set(why["passages"])
+    assert all(why["passages"][chunk]["text"] for chunk in cited)
+
+
+def test_why_of_an_older_run_is_read_from_the_root_checkpoints() -> None:
+    record = answer_record(_legacy_history(), "thread", "a1")
     assert record["run_id"] == "run-1" and record["question"] == "How often?"
     assert record["answer"] == "Every 90 days. [1]" and not record["not_covered"]
     why = record["why"]
@@ -261,10 +472,10 @@ def test_why_is_read_from_the_runs_own_checkpoints() -> None:
     assert why["searches"] == [{"query": "how often", "stage": "pipeline"}]  # namespaced key
     assert set(why["passages"]) == {"keys.md#rotation:0", "oncall.md#paging:0"}
 
-    later = answer_record(_history(), "thread", "a2")
+    later = answer_record(_legacy_history(), "thread", "a2")
     assert later["not_covered"] and later["run_id"] == "run-2" and later["citations"] == []
     with pytest.raises(AnswerNotFound):
-        answer_record(_history(), "thread", "h1")  # a question is not an answer
+        answer_record(_legacy_history(), "thread", "h1")  # a question is not an answer
 
 
 def test_fields_are_read_by_name_or_namespaced_name() -> None:

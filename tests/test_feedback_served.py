@@ -241,6 +241,10 @@ def test_why_for_the_owner_and_admins_only(served: Feedbacked, rated: dict[str, 
     assert any(c["kept"] for c in first["candidates"])
     assert all({"dense", "coverage"} <= set(c["evidence"]) for c in first["candidates"])
     assert "passages" not in why
+    # Graded inside the research subgraph: read from the part's finding, every search shown.
+    assert first["part"] == 0 and first["part_question"]
+    assert all(isinstance(c["grade"], float) and c["reason"] for c in first["candidates"])
+    assert len(why["rounds"]) == why["searches"] == sum(r["searches"] for r in why["research"])
 
     assert served.call("bob", "GET", query).status_code == 404
     assert served.call(None, "GET", query).status_code == 401

@@ -90,6 +90,8 @@ def test_rate_flag_why_and_review(
         assert "Route" in panel.text and "new_question" in panel.text
         rows = panel.find_elements("css selector", ".why-candidates tr.kept")
         assert rows and "keys.md" in rows[0].text
+        assert "Part 1:" in panel.find_element("css selector", "h5.why-part").text
+        assert "Grade" in panel.text and "Searches" in panel.text
         page.screenshot("feedback-why")
 
         page.find("#new-thread").click()
@@ -141,11 +143,9 @@ def test_rate_flag_why_and_review(
 
         gap = items[0].find_element("css selector", "button.should-cover")
         gap.click()
-        page.until(
-            lambda: pressed(
-                page.find_all("#review-items .review-item")[0].find_element(
-                    "css selector", "button.should-cover"
-                )
+        page.until(  # one lookup: the saved item replaces the clicked one (no stale element)
+            lambda: page.find_all(
+                "#review-items .review-item:first-child button.should-cover[aria-pressed='true']"
             ),
             "should-cover was not saved",
         )

@@ -195,25 +195,48 @@ function renderWhy(panel, data) {
     fact("Searched as", why.standalone_question);
   }
   fact("Route", (why.route || []).join(" → "));
+  if (typeof why.searches === "number") fact("Searches", String(why.searches));
   panel.append(facts);
 
-  (why.rounds || []).forEach((round, i) => {
+  // Rounds of an agentic turn name their part; older runs' rounds have none.
+  const research = new Map((why.research || []).map((r) => [r.part, r]));
+  const covered = new Map((why.parts || []).map((p, i) => [i, p]));
+  let shownPart;
+  let count = 0;
+  (why.rounds || []).forEach((round) => {
+    if (round.part !== undefined && round.part !== shownPart) {
+      shownPart = round.part;
+      count = 0;
+      const spent = research.get(round.part);
+      const part = covered.get(round.part);
+      let title = `Part ${round.part + 1}: “${round.part_question}”`;
+      if (part && typeof part.covered === "boolean") title += part.covered ? " — covered" : " — not covered";
+      if (spent) title += ` (${spent.searches} search${spent.searches === 1 ? "" : "es"}, ${spent.kept} kept)`;
+      panel.append(el("h5", "why-part", title));
+    }
+    count += 1;
     const box = el("div", "why-round");
-    box.append(el("h5", null, `Search ${i + 1}: “${round.query}”` +
+    box.append(el("h5", null, `Search ${count}: “${round.query}”` +
       (round.strategy ? ` (${round.strategy})` : "")));
+    if (typeof round.threshold === "number") {
+      box.append(el("p", "hint", `Graded ${round.method || ""}; kept at ${round.threshold.toFixed(2)} or above, ` +
+        `at most ${round.keep_k}.`));
+    }
     const table = el("table", "why-candidates");
     const head = el("tr");
-    for (const h of ["Passage", "Similarity", "Keywords", "Outcome"]) head.append(el("th", null, h));
+    for (const h of ["Passage", "Similarity", "Keywords", "Grade", "Outcome"]) head.append(el("th", null, h));
     table.append(head);
     for (const c of round.candidates || []) {
       const row = el("tr", c.kept ? "kept" : "dropped");
       const evidence = c.evidence || {};
       const number = (v) => (typeof v === "number" ? v.toFixed(2) : "–");
+      const dropped = c.reason ? `dropped (${c.reason})` : "dropped (graded below the threshold or beyond keep_k)";
       row.append(
         el("td", null, c.section ? `${c.source} § ${c.section}` : c.source || c.chunk_id),
         el("td", null, number(evidence.dense)),
         el("td", null, number(evidence.coverage)),
-        el("td", null, c.kept ? "kept" : "dropped (graded below the threshold or beyond keep_k)"),
+        el("td", null, number(c.grade)),
+        el("td", null, c.kept ? "kept" : dropped),
       );
       table.append(row);
     }
@@ -233,10 +256,11 @@ function renderWhy(panel, data) {
   list("Removed citations (named no source)", why.invalid_citations, (n) => `[${n}]`);
   list("Removed claims (not supported by their sources)", why.unsupported_claims, claimText);
   list("Cited", why.citations, (c) => `[${c.n}] ${c.source || ""}${c.section ? ` § ${c.section}` : ""}`);
-  for (const extra of ["searches", "parts"]) {
-    if (why[extra] === undefined) continue;
-    panel.append(el("h5", null, extra === "searches" ? "Searches" : "Parts"));
-    panel.append(el("pre", "why-raw", JSON.stringify(why[extra], null, 2)));
+  list("Parts", why.parts, (p) => `${p.question}: ${p.covered ? "covered" : "not covered"}` +
+    ((p.citations || []).length ? `, cites ${p.citations.map((n) => `[${n}]`).join("")}` : ""));
+  if (why.searches !== undefined && typeof why.searches !== "number") {  // older graphs' list
+    panel.append(el("h5", null, "Searches"));
+    panel.append(el("pre", "why-raw", JSON.stringify(why.searches, null, 2)));
   }
 }
 
