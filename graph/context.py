@@ -8,6 +8,8 @@ from typing import Any
 
 from footnote.graph import prompts
 from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OfflineGrader, check_offline_grader
+from footnote.ingest.embedding_choice import check_setting
+from footnote.ingest.providers import ProviderProblem
 from footnote.store.backends import default_index
 from footnote.tools.rerank import check_reranker
 
@@ -197,6 +199,10 @@ class Context:
     def __post_init__(self) -> None:
         for name, kind in _FIELD_TYPES.items():
             _check_type(name, getattr(self, name), kind)
+        try:  # a string, or (embedded) any LangChain Embeddings object
+            check_setting(self.embeddings)
+        except ProviderProblem as exc:
+            raise ContextError(f"context field 'embeddings': {exc}") from None
         for name, low, high in _RANGES:
             value = getattr(self, name)
             if value < low or (high is not None and value > high):
@@ -208,15 +214,19 @@ class Context:
         check_reranker(self.reranker)
         check_offline_grader(self.offline_grader)
 
-    @classmethod
-    def refuse_configurable(cls, configurable: Mapping[str, Any] | None) -> None:
+    def refuse_configurable(self, configurable: Mapping[str, Any] | None) -> None:
         """Footnote's settings come from `context`; the same names in `config["configurable"]`
-        would be silently ignored, so an embedding caller is told instead. (A LangGraph
-        server mirrors a run's context into `configurable`: served runs are not checked.)"""
+        with other values would be silently ignored, so an embedding caller is told instead.
+        (A LangGraph server mirrors a run's context into `configurable`: served runs are not
+        checked; a value the context already has, as `answer_tool` passes on, is no news.)"""
         configurable = configurable or {}
         if "langgraph_auth_user" in configurable:
             return
-        misplaced = sorted({f.name for f in fields(cls)} & set(configurable))
+        misplaced = sorted(
+            f.name
+            for f in fields(self)
+            if f.name in configurable and configurable[f.name] != getattr(self, f.name)
+        )
         if misplaced:
             raise ContextError(
                 f"Footnote reads its settings from the run's context, not "
@@ -233,7 +243,7 @@ class Context:
         return cls(**cls.known_fields(value))
 
 
-class ContextError(ValueError):
+class ContextError(TypeError, ValueError):
     """A context value of the wrong type or out of range; the message names the field."""
 
 
@@ -244,7 +254,6 @@ _FIELD_TYPES: dict[str, type] = {
     "model_max_retries": int,
     "max_answer_tokens": int,
     "max_internal_tokens": int,
-    "embeddings": str,
     "index_dir": str,
     "retrieve_k": int,
     "keep_k": int,
@@ -290,7 +299,8 @@ def _check_type(name: str, value: Any, kind: type) -> None:
     else:
         ok = isinstance(value, kind)
     if not ok:
+        words = "a list of group names" if name == "user_groups" else _TYPE_WORDS[kind]
         raise ContextError(
-            f"context field {name!r} must be {_TYPE_WORDS[kind]}, not {value!r} "
+            f"context field {name!r} must be {words}, not {value!r} "
             f"({type(value).__name__})"
         )

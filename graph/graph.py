@@ -53,7 +53,9 @@ def make_research_graph(nodes: AnswerNodes) -> CompiledStateGraph[PartState, Con
     builder.add_conditional_edges("grade_documents", route_after_grading)
     builder.add_conditional_edges("plan_hop", route_after_hop)
     builder.add_edge("web_search", END)
-    research = builder.compile(name="footnote_research")
+    # No checkpointer of its own: a part runs inside one step of the parent, and a sync
+    # nested run on an async saver (the production server's) would block its event loop.
+    research = builder.compile(name="footnote_research", checkpointer=False)
     for name in INTERNAL_NODES:
         research.nodes[name].tags = [*(research.nodes[name].tags or []), TAG_HIDDEN]
     return research

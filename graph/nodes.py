@@ -161,8 +161,8 @@ class AnswerNodes:
     def new_question(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """Start a turn: check the settings, take the latest human message and forget the
         previous turn's work (its citations stay at hand for "what did you cite?")."""
-        Context.coerce(runtime.context)  # wrong types or ranges fail here, with the field named
-        Context.refuse_configurable(get_config().get("configurable"))
+        context = Context.coerce(runtime.context)  # wrong types or ranges fail here, named
+        context.refuse_configurable(get_config().get("configurable"))
         questions = human_questions(state.messages)
         return {
             "question": questions[-1] if questions else "",
