@@ -14,6 +14,7 @@ of the reduced corpus, exactly as if the passages had never existed.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import random
 import shutil
@@ -26,14 +27,12 @@ from typing import Any
 
 from footnote.console import ProgressPrinter
 from footnote.evaluate import (
-    CACHE_DIR,
     EVAL_MARKER,
-    BeirDataset,
     PreparedIndex,
+    passage_filename,
     prepare_index,
-    write_passages,
 )
-from footnote.ingest.pipeline import ingest
+from footnote.ingest.corpus import remove
 from footnote.store.backends import current_version, is_postgres
 from footnote.store.types import Caller, IndexError_
 from footnote.tools.retrieval import get_retriever
@@ -75,26 +74,20 @@ def split_questions(
 
 
 def heldout_index(dataset_dir: str | Path, prepared: PreparedIndex, split: Split) -> Path:
-    """The dataset's index without the removed passages (a copy, re-ingested incrementally)."""
+    """The dataset's index without the removed passages: a copy of it, from which they are
+    removed (`footnote remove`: the copy's other documents stay as they are)."""
     if is_postgres(prepared.index_dir):
         raise ValueError("--answers needs a directory index (it copies it to hold passages out)")
     root = Path(dataset_dir)
     tag = f"heldout-s{split.seed}-p{round(split.share * 100)}"
-    docs_dir = root / CACHE_DIR / tag
     target = root / f".footnote-index-{tag}"
-    kept = {
-        doc_id: doc
-        for doc_id, doc in prepared.dataset.corpus.items()
-        if doc_id not in split.removed_passages
-    }
-    reduced = BeirDataset(name=prepared.dataset.name, corpus=kept, queries={}, qrels={})
-    write_passages(reduced, docs_dir)
     if current_version(target) is None:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(Path(prepared.index_dir), target, symlinks=False)
     (target / EVAL_MARKER).write_text(json.dumps({"dataset": str(root.resolve())}) + "\n", "utf-8")
-    ingest([docs_dir], target)
+    held_out = sorted(passage_filename(doc_id) for doc_id in split.removed_passages)
+    remove(target, [glob.escape(name) for name in held_out])
     return target
 
 

@@ -357,7 +357,10 @@ def test_a_database_password_stays_out_of_answers_and_the_server_log(tmp_path: P
         with pytest.raises(Exception, match="PostgresUnavailable") as caught:
             ask(client, None)
         parts = client.runs.stream(
-            None, GRAPH_ID, input={"messages": [{"role": "user", "content": "hi"}]}
+            None,
+            GRAPH_ID,
+            # A question that needs the documents (a greeting is answered without a search).
+            input={"messages": [{"role": "user", "content": "How do I rotate an API key?"}]},
         )
         stream = repr([(part.event, part.data) for part in parts])
     text = log.read_text(errors="replace")
