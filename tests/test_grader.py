@@ -169,16 +169,23 @@ def test_unknown_offline_grader_is_refused() -> None:
 
 
 def ask(question: str, index: Path, **context: Any) -> dict[str, Any]:
-    """The whole state after the run (candidates included)."""
+    """The turn's state after the run, with the graded `candidates` and kept `documents` of
+    its (single) part's research, which runs as a nested graph."""
     final: dict[str, Any] = {}
+    research: dict[str, Any] = {}
     graph: Any = make_graph()
-    for values in graph.stream(
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": question}]},
         context={"index_dir": str(index), **context},
         stream_mode="values",
+        subgraphs=True,
     ):
-        final = values
-    return final
+        if namespace:
+            research = values
+        else:
+            final = values
+    assert research, "the question was researched"
+    return {**final, "candidates": research["candidates"], "documents": research["documents"]}
 
 
 @pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
