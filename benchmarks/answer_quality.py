@@ -29,7 +29,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from footnote.evaluate import prepare_index  # noqa: E402
+from footnote.evaluation.retrieval import prepare_index  # noqa: E402
 from footnote.graph.grader import linear_score as grade  # noqa: E402
 from footnote.graph.graph import make_graph  # noqa: E402
 from footnote.graph.prompts import NOT_COVERED  # noqa: E402

@@ -20,8 +20,8 @@ sys.path.insert(0, str(HERE))
 from build_pyfaq import DEFAULT_HTML, build  # noqa: E402
 from peer_retrieval import langchain_peer  # noqa: E402
 
-from footnote.console import ProgressPrinter  # noqa: E402
-from footnote.evaluate import (  # noqa: E402
+from footnote.cli.console import ProgressPrinter  # noqa: E402
+from footnote.evaluation.retrieval import (  # noqa: E402
     DEFAULT_DEPTH,
     StageRunner,
     evaluate_stages,

@@ -35,14 +35,14 @@ from typing import Any
 
 import numpy as np
 
-from footnote.answers_eval import (
+from footnote.evaluation.answers import (
     DEFAULT_SEED,
     DEFAULT_SHARE,
     evaluate_answers,
     heldout_index,
     split_questions,
 )
-from footnote.evaluate import prepare_index
+from footnote.evaluation.retrieval import prepare_index
 from footnote.graph.grader import (
     FEATURES,
     LINEAR_THRESHOLD,

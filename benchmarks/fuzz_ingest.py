@@ -74,7 +74,7 @@ def main() -> int:
             try:
                 with (
                     mock.patch(
-                        "footnote.ingest.embedding_choice.load_embeddings",
+                        "footnote.models.embedding_choice.load_embeddings",
                         lambda spec="": embeddings,
                     ),
                     mock.patch("footnote.ingest.pipeline.parse_bytes", timer),

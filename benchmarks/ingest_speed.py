@@ -125,7 +125,7 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
     tokenise (sizing counts and the model's encodings), model (ONNX run), pool (batching,
     pooling, normalising), write (publish: BM25, FAISS, checksums, files) and the rest."""
     from footnote.ingest import chunking, pipeline
-    from footnote.ingest.embeddings import load_embeddings
+    from footnote.models.embeddings import load_embeddings
 
     out: dict[str, Any] = {}
     with measured(out, "model_load"):
@@ -206,8 +206,8 @@ def ingest_with_read_timed(pipeline: Any, clock: StepClock, corpus: Path, index:
 
 
 def phase_reingest(corpus: Path, index: Path) -> dict[str, Any]:
-    from footnote.ingest.embeddings import load_embeddings
     from footnote.ingest.pipeline import ingest
+    from footnote.models.embeddings import load_embeddings
 
     out: dict[str, Any] = {}
     with measured(out, "model_load"):
@@ -226,7 +226,7 @@ def _texts(index: Path) -> list[str]:
 
 
 def phase_bare(corpus: Path, index: Path) -> dict[str, Any]:
-    from footnote.ingest.embeddings import MiniLMEmbeddings
+    from footnote.models.embeddings import MiniLMEmbeddings
 
     out: dict[str, Any] = {}
     texts = _texts(index)
@@ -248,7 +248,7 @@ def phase_peer(corpus: Path, index: Path) -> dict[str, Any]:
         from langchain_community.retrievers import BM25Retriever
         from langchain_community.vectorstores import FAISS
 
-    from footnote.ingest.embeddings import MiniLMEmbeddings
+    from footnote.models.embeddings import MiniLMEmbeddings
 
     out: dict[str, Any] = {}
     docs = [Document(page_content=text) for text in _texts(index)]
@@ -277,7 +277,7 @@ def phase_peer_job(corpus: Path, index: Path) -> dict[str, Any]:
         from langchain_community.retrievers import BM25Retriever
         from langchain_community.vectorstores import FAISS
 
-    from footnote.ingest.embeddings import MiniLMEmbeddings
+    from footnote.models.embeddings import MiniLMEmbeddings
 
     out: dict[str, Any] = {}
     with measured(out, "model_load"):

@@ -38,7 +38,7 @@ from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.messages import AIMessageChunk  # noqa: E402
 from langchain_core.outputs import LLMResult  # noqa: E402
 
-from footnote.evaluate import load_beir, prepare_index  # noqa: E402
+from footnote.evaluation.retrieval import load_beir, prepare_index  # noqa: E402
 from footnote.graph.graph import make_graph  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from tests.llama_server import MODEL_ALIAS, LlamaServer, start_server, stop_server  # noqa: E402

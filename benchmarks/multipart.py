@@ -35,13 +35,13 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from footnote.answers_eval import (  # noqa: E402
+from footnote.evaluation.answers import (  # noqa: E402
     DEFAULT_SEED,
     DEFAULT_SHARE,
     heldout_index,
     split_questions,
 )
-from footnote.evaluate import prepare_index  # noqa: E402
+from footnote.evaluation.retrieval import prepare_index  # noqa: E402
 
 CONVERSATIONAL = [
     "thanks!",

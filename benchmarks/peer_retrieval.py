@@ -14,7 +14,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from footnote.evaluate import StageRunner
+from footnote.evaluation.retrieval import StageRunner
 from footnote.store.files import FilesReader
 from footnote.store.text import embedding_text
 from footnote.store.types import Hit

@@ -23,7 +23,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from footnote.evaluate import (  # noqa: E402
+from footnote.evaluation.retrieval import (  # noqa: E402
     CACHE_DIR,
     INDEX_DIR,
     PreparedIndex,

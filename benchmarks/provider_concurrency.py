@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from langchain.embeddings import init_embeddings  # noqa: E402
 
-from footnote.ingest.embeddings import (  # noqa: E402
+from footnote.models.embeddings import (  # noqa: E402
     ProviderEmbeddings,
     ProviderSettings,
     _client_options,

@@ -1,6 +1,7 @@
 """Retrieval variants measured against the default pipeline on BEIR-layout corpora.
 
-Each variant is a runner for `footnote.evaluate.evaluate_stages`, built from the retriever's
+Each variant is a runner for `footnote.evaluation.retrieval.evaluate_stages`, built from the
+retriever's
 own stages (`tools.search.run_stage`, `Retriever.bm25`/`dense`/`hybrid`) and the
 `PIPELINE_*` constants, so the default pipeline stays untouched until a variant helps on
 every corpus:
@@ -42,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from footnote.evaluate import (
+from footnote.evaluation.retrieval import (
     BeirDataset,
     PreparedIndex,
     StageRunner,

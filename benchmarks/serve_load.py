@@ -87,7 +87,7 @@ def user_loop(
 def measure(
     index: Path, team: Any, replicas: int, users: int, seconds: float, workdir: Path
 ) -> dict[str, Any]:
-    from footnote.production import running_deployment
+    from footnote.server.production import running_deployment
     from tests.served import USERS
 
     with running_deployment(

@@ -28,7 +28,7 @@ QUESTION = "How often do I have to change my API key?"
 
 def footnote_command() -> list[str]:
     script = Path(sys.executable).with_name("footnote")
-    return [str(script)] if script.exists() else [sys.executable, "-m", "footnote.cli"]
+    return [str(script)] if script.exists() else [sys.executable, "-m", "footnote.cli.main"]
 
 
 def timed(args: list[str], env: dict[str, str]) -> tuple[float, float]:

@@ -36,7 +36,7 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from footnote.evaluate import prepare_index
+from footnote.evaluation.retrieval import prepare_index
 from footnote.graph import support
 from footnote.graph.citations import strip_citation_marks
 from footnote.store.text import keyword_tokens, split_sentences

@@ -32,7 +32,7 @@ _EXPORTS = {
     "answer_tool": "footnote.graph.agent_tool",
     "FootnoteRetriever": "footnote.tools.retriever",
     "Filters": "footnote.tools.search",
-    "MiniLMEmbeddings": "footnote.ingest.embeddings",
+    "MiniLMEmbeddings": "footnote.models.embeddings",
     "add_documents": "footnote.ingest.corpus",
 }
 
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
     from footnote.ingest.corpus import add_documents
-    from footnote.ingest.embeddings import MiniLMEmbeddings
+    from footnote.models.embeddings import MiniLMEmbeddings
     from footnote.tools.retriever import FootnoteRetriever
     from footnote.tools.search import Filters
 

@@ -18,7 +18,7 @@ from langgraph.graph.state import CompiledStateGraph
 from footnote.graph.context import Context
 from footnote.graph.models import describe_failure
 from footnote.graph.state import InputState
-from footnote.ingest.providers import describe_unreachable
+from footnote.models.providers import describe_unreachable
 from footnote.store.types import IndexError_
 
 DESCRIPTION = (

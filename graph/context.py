@@ -8,8 +8,8 @@ from typing import Any
 
 from footnote.graph import prompts
 from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OfflineGrader, check_offline_grader
-from footnote.ingest.embedding_choice import check_setting
-from footnote.ingest.providers import ProviderProblem
+from footnote.models.embedding_choice import check_setting
+from footnote.models.providers import ProviderProblem
 from footnote.store.backends import default_index
 from footnote.tools.rerank import check_reranker
 

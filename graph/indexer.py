@@ -1,7 +1,7 @@
 """The indexer graph: add, remove and sync an index's sources over the API, as the LangGraph
 retrieval templates serve indexing beside answering (`indexer` in langgraph.json).
 
-Served, only admins may run it: `footnote/auth.py` refuses anyone else's run with a 403
+Served, only admins may run it: `footnote/server/auth.py` refuses anyone else's run with a 403
 before it starts, and the node checks the injected user again. The index, the upload folder
 and whether URLs may reach private addresses come from the server's context, never from the
 caller. `library` beside it lists, for any signed-in caller, the documents they may read.

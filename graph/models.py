@@ -96,7 +96,7 @@ class StructuredOutputUnsupported(RuntimeError):
 def provider_of(model: str) -> str:
     """The provider prefix of a 'provider:model' or 'provider/model' string ('' when the
     string has none)."""
-    from footnote.ingest.providers import normalize_spec
+    from footnote.models.providers import normalize_spec
 
     spec = normalize_spec(model, "chat") if model else model
     return spec.split(":", 1)[0] if ":" in spec else ""
@@ -242,7 +242,7 @@ class ChatModels:
 
     @staticmethod
     def _init(context: Context, role: Role, max_tokens: int, *, retries: bool) -> BaseChatModel:
-        from footnote.ingest.providers import init_chat, resolve
+        from footnote.models.providers import init_chat, resolve
 
         spec, provider = resolve(context.model, "chat")
         kwargs: dict[str, Any] = budget_kwargs(context, max_tokens)

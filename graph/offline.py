@@ -18,7 +18,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
-from footnote.ingest.embeddings import IndexEmbeddings
+from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import expand_query

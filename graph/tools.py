@@ -61,7 +61,7 @@ def _user_field(user: Any, name: str) -> Any:
 def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
     """Who is asking: their groups and admin flag.
 
-    Served: the authenticated user the server injected (`footnote/auth.py`), never the
+    Served: the authenticated user the server injected (`footnote/server/auth.py`), never the
     request's context; a user without Footnote's fields sees nothing. Embedded: the host's
     context, the trusted party there, type-checked rather than coerced.
     """

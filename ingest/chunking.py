@@ -18,7 +18,7 @@ from pathlib import PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.embeddings import TokenCounter
+from footnote.models.embeddings import TokenCounter
 from footnote.store.text import heading_prefix, slugify
 from footnote.store.types import Chunk
 

@@ -19,16 +19,16 @@ import numpy as np
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
-from footnote.ingest.embed_cached import embed_with_cache
-from footnote.ingest.embedding_choice import (
-    EmbeddingsSetting,
-    as_index_embeddings,
-)
-from footnote.ingest.embedding_choice import remember as remember_embeddings
-from footnote.ingest.embedding_choice import remembered as remembered_embeddings
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
+from footnote.models.cached import embed_with_cache
+from footnote.models.embedding_choice import (
+    EmbeddingsSetting,
+    as_index_embeddings,
+)
+from footnote.models.embedding_choice import remember as remember_embeddings
+from footnote.models.embedding_choice import remembered as remembered_embeddings
 from footnote.store.backends import is_postgres, open_writer
 from footnote.store.embedding_cache import EmbeddingCache, prune_cache
 from footnote.store.text import embedding_text

@@ -51,7 +51,7 @@ def footnote_command() -> list[str]:
     if script.is_file() and os.access(script, os.X_OK):
         return [str(script)]
     found = shutil.which("footnote")
-    return [found] if found else [sys.executable, "-m", "footnote.cli"]
+    return [found] if found else [sys.executable, "-m", "footnote.cli.main"]
 
 
 @pytest.fixture(scope="session")

@@ -354,7 +354,7 @@ class HashEmbeddings:
     max_tokens = 256
 
     def __init__(self) -> None:
-        from footnote.ingest.embeddings import load_embeddings
+        from footnote.models.embeddings import load_embeddings
 
         self._counter = load_embeddings("")
 

@@ -15,7 +15,7 @@ from typing import Any
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from footnote.credentials import write_api_keys
+from footnote.server.credentials import write_api_keys
 
 HANDBOOK = Path(__file__).resolve().parents[1] / "samples" / "handbook"
 GRAPH_ID = "footnote"

@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from footnote.graph.graph import make_graph
-from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
+from footnote.models.embeddings import load_embeddings
 from footnote.store.files import FilesReader, load_index, write_index
 from footnote.store.types import Caller, Chunk, Filters, caller_groups
 from footnote.tools.documents import retrieve_documents

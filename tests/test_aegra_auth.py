@@ -1,4 +1,4 @@
-"""Footnote's auth under Aegra's contract (`footnote.aegra_auth`), unit by unit: str header
+"""Footnote's auth under Aegra's contract (`footnote.server.aegra_auth`), unit by unit: str header
 keys, an attribute-style user, a flat run request whose context must be returned (not edited
 in place), and the second check the graph factory makes. The served behaviour end to end is
 tests/test_served_auth.py's production half."""
@@ -14,8 +14,8 @@ from langgraph_sdk import Auth
 
 from footnote import aegra_auth
 from footnote import auth as served
-from footnote.credentials import Credentials, write_api_keys
-from footnote.settings import ContextRefused, ServerSettings
+from footnote.server.credentials import Credentials, write_api_keys
+from footnote.server.settings import ContextRefused, ServerSettings
 
 
 class AegraUser:
@@ -132,7 +132,7 @@ def test_owner_metadata_is_returned_and_foreign_owners_refused(keys: dict[str, s
 def test_the_owner_aegra_files_under_names_the_issuer() -> None:
     """Aegra stores `identity` as a thread's user_id and owner: the key file's alice and a
     token's alice are two owners, as on the dev server."""
-    from footnote.credentials import Identity
+    from footnote.server.credentials import Identity
 
     by_key = aegra_auth.aegra_user(Identity("alice", method="api_key"))
     by_token = aegra_auth.aegra_user(Identity("alice", method="jwt"))
@@ -186,7 +186,7 @@ def test_the_indexer_runs_for_admins_only_with_the_operators_index(keys: dict[st
 
 
 def test_a_corpus_graphs_own_assistant_is_known_by_its_id() -> None:
-    """The dev runtime names a graph's assistant in the namespace `footnote.auth` keeps (the
+    """The dev runtime names a graph's assistant in the namespace `footnote.server.auth` keeps (the
     production half: tests/test_production_parity.py)."""
     import importlib.util
     from uuid import uuid5

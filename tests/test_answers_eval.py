@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
-from footnote.answers_eval import evaluate_answers, split_questions, summarize
-from footnote.cli import build_parser
-from footnote.evaluate import add_eval_command, load_beir
+from footnote.cli.main import build_parser
+from footnote.evaluation.answers import evaluate_answers, split_questions, summarize
+from footnote.evaluation.retrieval import add_eval_command, load_beir
 from footnote.graph.prompts import NOT_COVERED
 from footnote.store.backends import open_writer
 from footnote.store.types import Caller

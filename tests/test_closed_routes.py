@@ -22,7 +22,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.server import CREDENTIAL_SETTINGS, log_tail, running_server
+from footnote.server.langgraph_dev import CREDENTIAL_SETTINGS, log_tail, running_server
 from tests.conftest import REPO, footnote_command
 from tests.served import (
     GRAPH_ID,

@@ -168,7 +168,7 @@ def test_per_file_budget_covers_embedding(
     locate: Locate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from footnote.ingest import embedding_choice
-    from footnote.ingest.embeddings import load_embeddings
+    from footnote.models.embeddings import load_embeddings
 
     model = load_embeddings("")
     monkeypatch.setattr(

@@ -14,7 +14,9 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
-from footnote.credentials import (
+from footnote.graph.context import Context
+from footnote.graph.tools import run_caller
+from footnote.server.credentials import (
     ApiKeys,
     Credentials,
     CredentialsError,
@@ -23,9 +25,7 @@ from footnote.credentials import (
     parse_key_file,
     write_api_keys,
 )
-from footnote.graph.context import Context
-from footnote.graph.tools import run_caller
-from footnote.settings import ContextRefused, ServerSettings, SettingsError
+from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
 
 SECRET = "s3cret-for-tests-only-" + "x" * 20
 USERS = {
@@ -333,7 +333,7 @@ def test_an_embedded_host_sets_the_caller() -> None:
 
 def test_records_are_owned_per_issuer() -> None:
     """The same name from a key file and from a JWT issuer are two different owners."""
-    from footnote.credentials import Identity
+    from footnote.server.credentials import Identity
 
     by_key = Identity(user="alice", method="api_key")
     by_jwt = Identity(user="alice", method="jwt")

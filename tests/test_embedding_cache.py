@@ -16,7 +16,7 @@ import pytest
 
 from footnote.ingest import embedding_choice, pipeline
 from footnote.ingest.chunking import ChunkSettings
-from footnote.ingest.embed_cached import embed_with_cache
+from footnote.models.cached import embed_with_cache
 from footnote.store.embedding_cache import CACHE_FILE, EmbeddingCache, cache_key
 from footnote.store.files import load_index
 from footnote.store.types import IndexCorrupt

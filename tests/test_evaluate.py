@@ -12,7 +12,7 @@ from types import ModuleType
 
 import pytest
 
-from footnote.evaluate import (
+from footnote.evaluation.retrieval import (
     INDEX_DIR,
     METRICS,
     add_eval_command,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
-from footnote.evaluate import load_beir
-from footnote.feedback import (
+from footnote.evaluation.retrieval import load_beir
+from footnote.feedback.records import (
     MIGRATIONS,
     SCHEMA_VERSION,
     FeedbackError,
@@ -30,7 +30,7 @@ from footnote.feedback import (
     send_to_langsmith,
     tracing_on,
 )
-from footnote.feedback_why import AnswerNotFound, answer_record, field
+from footnote.feedback.why import AnswerNotFound, answer_record, field
 from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
 from tests.pg_fixture import PgServer

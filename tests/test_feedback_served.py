@@ -15,9 +15,9 @@ import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 
-from footnote.feedback import FeedbackStore
+from footnote.feedback.records import FeedbackStore
 from footnote.ingest.pipeline import ingest
-from footnote.server import RunningServer, ServerFailed, running_server
+from footnote.server.langgraph_dev import RunningServer, ServerFailed, running_server
 from tests.conftest import RunCli
 from tests.served import GRAPH_ID, PUBLIC_QUESTION, Listener, Team, api_key_team, build_corpus
 from tests.test_feedback import LangSmithStub

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from footnote.credentials import write_api_keys
+from footnote.server.credentials import write_api_keys
 from tests.test_server import stop
 from tests.test_webui import (
     NOT_COVERED_QUESTION,

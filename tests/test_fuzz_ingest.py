@@ -38,7 +38,7 @@ def test_hostile_corpus_is_ingested_safely(seed: int, count: int) -> None:
         root = Path(work)
         outside = make_outside(root / "out")
         planted = generate(random.Random(seed), root / "docs", outside, count, size=0.05)
-        with mock.patch("footnote.ingest.embedding_choice.load_embeddings", hash_embeddings):
+        with mock.patch("footnote.models.embedding_choice.load_embeddings", hash_embeddings):
             summary = ingest([root / "docs"], root / "index", max_seconds=60)
         chunks = load_index(root / "index").chunks if summary.version else []
         figures = check(planted, summary, chunks)

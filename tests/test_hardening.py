@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from footnote.closed_routes import ClosedRoutes, verdict
-from footnote.credentials import (
+from footnote.server.closed_routes import ClosedRoutes, verdict
+from footnote.server.credentials import (
     ApiKeys,
     Credentials,
     CredentialsError,
@@ -22,7 +22,7 @@ from footnote.credentials import (
     parse_key_file,
     write_api_keys,
 )
-from footnote.settings import ContextRefused, ServerSettings, SettingsError
+from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
 from footnote.store.postgres import redact
 from tests.conftest import RunCli
 

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from footnote.ingest.embeddings import MINILM_MAX_TOKENS, MiniLMEmbeddings, load_embeddings
 from footnote.ingest.pipeline import ingest
+from footnote.models.embeddings import MINILM_MAX_TOKENS, MiniLMEmbeddings, load_embeddings
 from footnote.store.files import current_version, load_index
 from footnote.store.text import embedding_text
 from footnote.store.types import Chunk, IndexCorrupt, IndexMismatch

@@ -17,7 +17,7 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.ingest.pipeline import ingest
-from footnote.server import ServerFailed, running_server
+from footnote.server.langgraph_dev import ServerFailed, running_server
 from tests.conftest import HANDBOOK
 from tests.served import USERS, api_key_team
 from tests.test_served_auth import refusal

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from footnote.ingest.chunking import Chunker
-from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.parsers import parse_file
 from footnote.ingest.pipeline import ingest
+from footnote.models.embeddings import load_embeddings
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import Locate, RunCli
 

@@ -21,11 +21,11 @@ from pydantic import ValidationError
 
 import footnote
 from footnote import FootnoteRetriever, MiniLMEmbeddings, answer_tool
-from footnote.ingest import providers
-from footnote.ingest.embedding_choice import embeddings_for_index, embeddings_id, remembered
-from footnote.ingest.embeddings import DEFAULT_EMBEDDINGS, load_embeddings
-from footnote.ingest.embeddings import MiniLMEmbeddings as Default
 from footnote.ingest.pipeline import ingest
+from footnote.models import providers
+from footnote.models.embedding_choice import embeddings_for_index, embeddings_id, remembered
+from footnote.models.embeddings import DEFAULT_EMBEDDINGS, load_embeddings
+from footnote.models.embeddings import MiniLMEmbeddings as Default
 from footnote.store.types import IndexMismatch, caller_groups
 from tests.conftest import HANDBOOK, REPO, RunCli, footnote_command
 from tests.fakes import ScriptedChatModel, tool_call
@@ -431,7 +431,7 @@ def test_version_everywhere(run_cli: RunCli) -> None:
 def test_every_subcommand_has_examples() -> None:
     import argparse
 
-    from footnote.cli import build_parser
+    from footnote.cli.main import build_parser
 
     parser = build_parser()
     (commands,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]

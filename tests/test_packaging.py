@@ -100,10 +100,10 @@ def test_wheel_installs_only_the_footnote_package(wheel: Path) -> None:
     assert top_level == {"footnote"}
     for module in ("graph/graph.py", "tools/retriever.py", "ingest/pipeline.py", "store/base.py"):
         assert f"footnote/{module}" in names, module
-    assert "footnote/ingest/data/minilm_tokenizer.json" in names
+    assert "footnote/models/data/minilm_tokenizer.json" in names
     assert "footnote/graph/grader.json" in names, "the calibrated grader ships with the package"
     assert "footnote/py.typed" in names, "type checkers read the annotations in host projects"
-    assert "footnote/ui/favicon.svg" in names, "the icon the chat page declares"
+    assert "footnote/server/ui/favicon.svg" in names, "the icon the chat page declares"
 
 
 def test_graph_imports_beside_a_hosts_own_tools_and_graph(
@@ -160,7 +160,7 @@ def served_from_wheel(installed: Path, tmp_path: Path, handbook_index: Path) -> 
             [
                 sys.executable,
                 "-m",
-                "footnote.cli",
+                "footnote.cli.main",
                 "serve",
                 "--index",
                 str(handbook_index),
@@ -217,7 +217,7 @@ def test_eval_works_from_the_installed_wheel(installed: Path, tmp_path: Path) ->
         [
             sys.executable,
             "-m",
-            "footnote.cli",
+            "footnote.cli.main",
             "eval",
             str(dataset),
             "--stages",
@@ -240,7 +240,7 @@ def test_checkout_config_names_the_same_graph() -> None:
     module `footnote serve` names by import."""
     import importlib.util
 
-    from footnote.server import GRAPH
+    from footnote.server.langgraph_dev import GRAPH
 
     config = json.loads((REPO / "langgraph.json").read_text(encoding="utf-8"))
     path, attribute = config["graphs"]["footnote"].split(":")

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 
 from footnote import FootnoteRetriever
-from footnote.ingest.embeddings import load_embeddings
 from footnote.ingest.pipeline import ingest
+from footnote.models.embeddings import load_embeddings
 from footnote.store.backends import open_writer
 from footnote.store.types import Caller, Chunk, Filters
 from footnote.tools.retrieval import get_retriever
@@ -335,8 +335,8 @@ def test_threads_persist_in_postgres(pg_server: PgServer, handbook_dir: Path) ->
     """A follow-up on a new saver (as after a server restart) still sees the first turn."""
     import asyncio
 
-    from footnote.checkpoint import postgres_checkpointer, server_checkpointer
     from footnote.graph.graph import make_graph
+    from footnote.server.checkpoint import postgres_checkpointer, server_checkpointer
 
     url = f"{pg_server.url}?index=threads"
     ingest([handbook_dir], url)
@@ -389,7 +389,7 @@ def test_ingest_that_lost_a_race_rolls_back(pg_server: PgServer, handbook_dir: P
 def test_eval_on_postgres_matches_files(pg_server: PgServer, tmp_path: Path) -> None:
     """`footnote eval` with a postgresql:// index: same dataset, same stages, same metrics
     as the directory index for the dense stage (both exact or near-exact at this size)."""
-    from footnote.evaluate import evaluate_stages
+    from footnote.evaluation.retrieval import evaluate_stages
     from footnote.store.types import IndexError_
 
     fixture = Path(__file__).parent / "fixtures" / "beir_tiny"
@@ -418,7 +418,7 @@ def test_served_threads_survive_a_restart_in_postgres(
 
     from langgraph_sdk import get_sync_client
 
-    from footnote.server import server_command, server_config, server_environment
+    from footnote.server.langgraph_dev import server_command, server_config, server_environment
     from tests.test_server import HOST, free_port, stop, wait_until_ready
 
     config = server_config(directory=tmp_path, postgres_checkpoints=True)

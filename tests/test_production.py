@@ -22,7 +22,8 @@ from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.ingest.pipeline import ingest
-from footnote.production import (
+from footnote.server.langgraph_dev import free_port, log_tail
+from footnote.server.production import (
     Deployment,
     ProductionError,
     Replica,
@@ -30,7 +31,6 @@ from footnote.production import (
     running_deployment,
     write_config,
 )
-from footnote.server import free_port, log_tail
 from tests.served import HANDBOOK, PUBLIC_QUESTION, Team, api_key_team
 from tests.stub_openai import Reply, StubOpenAI, structured, text, tool_call, tool_names
 from tests.test_providers import numbered_sources
@@ -211,7 +211,7 @@ def test_sigterm_drains_the_run_in_progress(
     "auth_path, env",
     [
         ("footnote.no_such_auth_module:auth", {}),  # Aegra logs it and serves `anonymous`
-        ("footnote.aegra_auth:auth", {"FOOTNOTE_API_KEYS": "/nonexistent/keys.json"}),
+        ("footnote.server.aegra_auth:auth", {"FOOTNOTE_API_KEYS": "/nonexistent/keys.json"}),
     ],
     ids=["auth-module-missing", "key-file-missing"],
 )

@@ -14,8 +14,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from footnote.auth import GRAPH_NAMESPACE
-from footnote.production import ProductionError, production_python, running_deployment
+from footnote.server.auth import GRAPH_NAMESPACE
+from footnote.server.production import ProductionError, production_python, running_deployment
 from tests import test_closed_routes as dev
 from tests.served import api_key_team, jwt_team
 from tests.test_served_auth import refusal
@@ -104,7 +104,7 @@ def test_feedback_routes_and_page_assets_are_served(served: dev.Served) -> None:
 
 
 def test_aegra_names_a_graphs_assistant_in_footnotes_namespace() -> None:
-    """`footnote.auth.corpus_graph_of` knows the corpus graphs' own assistants by id."""
+    """`footnote.server.auth.corpus_graph_of` knows the corpus graphs' own assistants by id."""
     printed = subprocess.run(
         [production_python(), "-c",
          "from aegra_api.constants import ASSISTANT_NAMESPACE_UUID as n; print(n)"],

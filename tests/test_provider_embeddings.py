@@ -12,7 +12,7 @@ import pytest
 from langchain.embeddings import init_embeddings
 
 from footnote.ingest import embedding_choice, embeddings, pipeline
-from footnote.ingest.embeddings import (
+from footnote.models.embeddings import (
     EmbeddingFailed,
     ProviderEmbeddings,
     ProviderSettings,

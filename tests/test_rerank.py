@@ -14,7 +14,7 @@ from langchain_core.messages import AIMessage, BaseMessage
 from footnote.graph import tools as graph_tools
 from footnote.graph.context import Context
 from footnote.graph.graph import make_graph
-from footnote.ingest.embeddings import load_embeddings
+from footnote.models.embeddings import load_embeddings
 from footnote.store.types import Caller
 from footnote.tools.documents import retrieve_candidates
 from footnote.tools.rerank import RerankerError, check_reranker, make_reranker

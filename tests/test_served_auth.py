@@ -4,7 +4,7 @@ only on its credentials (API keys or JWT), never on what it sends.
 Each check runs against two servers over the same corpus (the handbook plus hr-, finance- and
 admin-only documents): one naming users with an API-key file, one with signed JWTs; and each
 of those in both modes: the dev runtime (`footnote serve`) and production (`footnote serve
---production`: Aegra on PostgreSQL + Redis, `footnote.production`).
+--production`: Aegra on PostgreSQL + Redis, `footnote.server.production`).
 """
 
 from __future__ import annotations
@@ -27,10 +27,10 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.credentials import hash_key, write_api_keys
 from footnote.ingest.pipeline import ingest
-from footnote.production import Deployment, ProductionError, Replica, running_deployment
-from footnote.server import RunningServer, ServerFailed, running_server
+from footnote.server.credentials import hash_key, write_api_keys
+from footnote.server.langgraph_dev import RunningServer, ServerFailed, running_server
+from footnote.server.production import Deployment, ProductionError, Replica, running_deployment
 from tests.served import (
     GRAPH_ID,
     PUBLIC_QUESTION,

@@ -25,7 +25,7 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.server import server_command, server_config, server_environment
+from footnote.server.langgraph_dev import server_command, server_config, server_environment
 from tests.stub_openai import Reply, StubOpenAI, prompt_of, structured, text
 from tests.stub_openai import tool_call as stub_tool_call
 

@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.browser]
 def admin_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[str, dict[str, str], Path]]:
-    from footnote.credentials import write_api_keys
+    from footnote.server.credentials import write_api_keys
 
     paths = require_browser()
     workdir = tmp_path_factory.mktemp("sources-view")

@@ -22,7 +22,7 @@ def loaded_after(code: str) -> list[str]:
 
 
 def test_cli_parser_loads_no_search_or_model_code() -> None:
-    assert loaded_after("from footnote.cli import build_parser; build_parser()") == []
+    assert loaded_after("from footnote.cli.main import build_parser; build_parser()") == []
 
 
 def test_ingest_with_nothing_to_do_reads_no_vectors_and_no_model(

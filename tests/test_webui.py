@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from footnote.server import (
+from footnote.server.langgraph_dev import (
     server_command,
     server_config,
     server_environment,
@@ -372,7 +372,7 @@ def team_server(
     browser_paths: tuple[str, str], handbook_index: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[tuple[str, dict[str, str]]]:
     """A server that asks for API keys: (its URL, {user: key}) for two users."""
-    from footnote.credentials import write_api_keys
+    from footnote.server.credentials import write_api_keys
 
     workdir = tmp_path_factory.mktemp("webui-team")
     keys = write_api_keys(

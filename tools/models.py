@@ -24,7 +24,7 @@ def chat_model(
     key = (model, base_url, timeout_s, max_retries)
     with _lock:
         if key not in _models:
-            from footnote.ingest.providers import init_chat, normalize_spec
+            from footnote.models.providers import init_chat, normalize_spec
 
             spec = normalize_spec(model, "chat")
             kwargs: dict[str, Any] = {}

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     import numpy as np
     from langchain_core.language_models import BaseChatModel
 
-    from footnote.ingest.embeddings import IndexEmbeddings
+    from footnote.models.embeddings import IndexEmbeddings
 
 Reranker = Callable[[str, list[Hit]], list[Hit]]
 RERANKERS = ("none", "sentence", "llm", "crossencoder:PATH")

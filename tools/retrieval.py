@@ -22,12 +22,12 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
-from footnote.ingest.embedding_choice import (
+from footnote.models.embedding_choice import (
     EmbeddingsSetting,
     embeddings_for_index,
     setting_key,
 )
-from footnote.ingest.embeddings import IndexEmbeddings
+from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import embedding_text, keyword_tokens

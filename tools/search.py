@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
-from footnote.ingest.embedding_choice import EmbeddingsSetting
+from footnote.models.embedding_choice import EmbeddingsSetting
 from footnote.store.types import Caller, Filters, Hit
 from footnote.tools.rerank import Reranker, make_reranker, sentence_reranker
 from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever

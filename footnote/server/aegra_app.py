@@ -1,6 +1,6 @@
 """What Aegra serves for Footnote: the chat page as a FastAPI app, and the answer graph behind
 a factory that re-checks each run's context (named by file path in the config that
-`footnote.production` writes).
+`footnote.server.production` writes).
 
 Aegra mounts its API on the custom app, so the app decides which meta routes exist: no
 OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/ready` and
@@ -8,7 +8,7 @@ OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/r
 In front of Aegra's thread routes, one check that the thread is the caller's and was written
 under the access the caller still has (`OwnThreadsOnly`).
 
-The factory is defence in depth: `footnote.aegra_auth` already pins the operator's settings
+The factory is defence in depth: `footnote.server.aegra_auth` already pins the operator's settings
 when a run is created, but Aegra merges an assistant's stored context under the run's and
 drops in-place edits, so the context that reaches the graph is checked again, in the process
 that runs it, and a run whose context the operator would not allow fails before any node.
@@ -28,12 +28,12 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph_sdk.runtime import ServerRuntime
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from footnote import auth as served
-from footnote import webapp
-from footnote.aegra_auth import aegra_user, enforce_server_settings
-from footnote.credentials import Identity, Unauthenticated
 from footnote.graph.graph import graph as answer_graph
-from footnote.settings import ContextRefused
+from footnote.server import auth as served
+from footnote.server import webapp
+from footnote.server.aegra_auth import aegra_user, enforce_server_settings
+from footnote.server.credentials import Identity, Unauthenticated
+from footnote.server.settings import ContextRefused
 
 ADMIN_ONLY = ("/info", "/metrics", "/docs", "/redoc", "/openapi.json")
 """Aegra's meta routes: they describe the server, so only an admin may read them."""
@@ -236,9 +236,9 @@ _ANY_RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream|/batch)?/
 
 class AssistantContexts:
     """An assistant stores its checked context (`ServerSettings.check`: names the graph does
-    not know dropped), as on the dev server, where `footnote.auth.write_assistant` rewrites
+    not know dropped), as on the dev server, where `footnote.server.auth.write_assistant` rewrites
     it in place. Aegra ignores such edits, so the request body is rewritten here; a context
-    that `check` refuses goes on unchanged, and `footnote.aegra_auth` refuses it."""
+    that `check` refuses goes on unchanged, and `footnote.server.aegra_auth` refuses it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app

@@ -300,7 +300,7 @@ class FeedbackStore:
         wrong_citations: Sequence[int] = (),
     ) -> Feedback:
         """Insert or replace this user's feedback on this answer. `answer` is what the server
-        read from the run (see `footnote.feedback_why.answer_record`)."""
+        read from the run (see `footnote.feedback.why.answer_record`)."""
         now = _now()
         values = (
             now,

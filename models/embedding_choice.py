@@ -24,14 +24,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 from langchain_core.embeddings import Embeddings
 
-from footnote.ingest.embeddings import (
+from footnote.models.embeddings import (
     DEFAULT_EMBEDDINGS,
     IndexEmbeddings,
     MiniLMEmbeddings,
     ProviderEmbeddings,
     load_embeddings,
 )
-from footnote.ingest.providers import ProviderProblem
+from footnote.models.providers import ProviderProblem
 from footnote.store.types import IndexMismatch
 
 EmbeddingsSetting = str | Embeddings

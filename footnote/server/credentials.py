@@ -1,7 +1,7 @@
 """Who a served caller is: API keys from an operator's key file, or JWT / OIDC bearer tokens.
 
 Pure logic with no server imports, so it is unit-tested directly and shared by the server's
-auth handler (`footnote/auth.py`) and by anyone writing a key file (`write_api_keys`).
+auth handler (`footnote/server/auth.py`) and by anyone writing a key file (`write_api_keys`).
 
 Key file (`FOOTNOTE_API_KEYS=PATH`): a JSON object mapping the SHA-256 hex digest of each key
 to `{"user": "...", "groups": [...], "admin": false}`. Only digests are stored, so the file

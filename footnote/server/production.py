@@ -4,9 +4,10 @@
 `redis://` URLs, or, with neither given, against a PostgreSQL (the embedded wheel) and a
 `redis-server` started here for a single-machine trial. Each replica is
 `python -m uvicorn aegra_api.main:app` with the config `write_config` writes: the answer
-graph behind `footnote.aegra_app:make_graph`, Footnote's auth (`footnote.aegra_auth`) and
-the chat page. Runs go through Redis to whichever replica's worker takes them; a replica
-that dies loses its lease and another resumes the run from its last checkpoint.
+graph behind `footnote.server.aegra_app:make_graph`, Footnote's auth
+(`footnote.server.aegra_auth`) and the chat page. Runs go through Redis to whichever
+replica's worker takes them; a replica that dies loses its lease and another resumes the run
+from its last checkpoint.
 
 Aegra needs Python 3.12 or later; Footnote's core stays on 3.11. The replicas run under the
 interpreter that has `aegra_api` (`--python`, $FOOTNOTE_PRODUCTION_PYTHON, this one, or
@@ -34,7 +35,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from footnote.server import (
+from footnote.server.langgraph_dev import (
     CORS,
     CREDENTIAL_SETTINGS,
     LOOPBACK,
@@ -66,7 +67,7 @@ def production_python(explicit: str = "") -> str:
     candidates = [explicit, os.environ.get(PRODUCTION_PYTHON_ENV, "")]
     if importlib.util.find_spec("aegra_api") is not None:
         candidates.append(sys.executable)
-    candidates.append(str(Path(__file__).resolve().parents[1] / ".venv-prod" / "bin" / "python"))
+    candidates.append(str(Path(__file__).resolve().parents[2] / ".venv-prod" / "bin" / "python"))
     for candidate in filter(None, candidates):
         found = shutil.which(candidate) or (candidate if Path(candidate).exists() else "")
         if (
@@ -84,13 +85,13 @@ def production_python(explicit: str = "") -> str:
     )
 
 
-AUTH_PATH = "footnote.aegra_auth:auth"
+AUTH_PATH = "footnote.server.aegra_auth:auth"
 
 
 def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
     """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module. The
-    corpus graphs are langgraph.json's (`footnote.auth.CORPUS_GRAPHS`)."""
-    app_file = _installed_file("footnote.aegra_app")
+    corpus graphs are langgraph.json's (`footnote.server.auth.CORPUS_GRAPHS`)."""
+    app_file = _installed_file("footnote.server.aegra_app")
     indexer_file = _installed_file("footnote.graph.indexer")
     data = {
         "graphs": {
@@ -329,8 +330,8 @@ def running_deployment(
     config = write_config(workdir, auth_path)
     with ExitStack() as stack:
         if not database_url:
-            from footnote.local_postgres import start_server
-            from footnote.local_postgres import stop_server as stop_pg
+            from footnote.server.local_postgres import start_server
+            from footnote.server.local_postgres import stop_server as stop_pg
 
             pg = start_server()
             stack.callback(stop_pg, pg)
@@ -400,7 +401,9 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         help="the run queue and event bus (default: $REDIS_URL; unset: a local redis-server)",
     )
     group.add_argument(
-        "--python", default="", help="interpreter with aegra-api (default: see footnote.production)"
+        "--python",
+        default="",
+        help="interpreter with aegra-api (default: see footnote.server.production)",
     )
 
 
@@ -408,7 +411,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
     """Start the deployment, print where it serves, and stop it on SIGTERM / Ctrl-C."""
     import signal
 
-    from footnote.server import available_port
+    from footnote.server.langgraph_dev import available_port
     from footnote.store.postgres import redact
 
     if args.replicas < 1:

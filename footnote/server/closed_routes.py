@@ -10,7 +10,7 @@ middleware the outermost layer of the whole application, so it sees every reques
     closed to all   /internal/* (a raw thread of anyone's, delete everything) and /deploy*
                     (spawns a deployment): 404, admins included, since an admin does not
                     reach other callers' conversations either
-    everything else passes to the server's own auth (`footnote/auth.py`)
+    everything else passes to the server's own auth (`footnote/server/auth.py`)
 
 It also answers 404 where the server would tell a caller that an id it may not see exists
 (409 "already exists" when creating a thread or an assistant with someone else's id).
@@ -25,7 +25,7 @@ from typing import Any
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from footnote.credentials import Credentials, CredentialsError, Identity, Unauthenticated
+from footnote.server.credentials import Credentials, CredentialsError, Identity, Unauthenticated
 
 ADMIN_ONLY = frozenset({"/info", "/metrics", "/docs", "/openapi.json"})
 CLOSED_PREFIXES = ("/internal", "/deploy")

@@ -10,12 +10,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, cast
 
-from footnote.console import add_reranker_options
+from footnote.cli.console import add_reranker_options
 from footnote.store.postgres import redact
 
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:
-    from footnote.console import format_location
+    from footnote.cli.console import format_location
 
     if not citations:
         return
@@ -150,7 +150,7 @@ def _describe_plan(event: dict[str, Any]) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     if getattr(args, "production", False):  # Aegra on PostgreSQL + Redis
-        from footnote.production import cmd_serve_production
+        from footnote.server.production import cmd_serve_production
 
         return cmd_serve_production(args)
     import shutil
@@ -158,7 +158,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     import subprocess
     import tempfile
 
-    from footnote.server import (
+    from footnote.server.langgraph_dev import (
         available_port,
         server_command,
         server_config,
@@ -234,7 +234,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def serve_log(given: str, port: int) -> Path:
     """Where the server's own log goes: --log-file, else the user's Footnote state folder."""
-    from footnote.ingest.embedding_choice import state_dir
+    from footnote.models.embedding_choice import state_dir
 
     path = Path(given) if given else state_dir() / f"serve-{port}.log"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -364,7 +364,7 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         help="the server's log (default: serve-PORT.log in ~/.local/state/footnote, or "
         "$FOOTNOTE_STATE_DIR)",
     )
-    from footnote.production import add_production_options
+    from footnote.server.production import add_production_options
 
     add_production_options(p)
     p.set_defaults(func=cmd_serve)

@@ -2,7 +2,7 @@
 
 The server loads a custom checkpointer from `langgraph.json`:
 
-    "checkpointer": {"path": "./footnote/checkpoint.py:server_checkpointer"}
+    "checkpointer": {"path": "./footnote/server/checkpoint.py:server_checkpointer"}
 
 and `server_checkpointer` reads the database from $FOOTNOTE_CHECKPOINT_URL. It can be the
 same database as a `postgresql://` index; the saver's own tables (`checkpoints`, ...) are

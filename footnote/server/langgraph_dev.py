@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from footnote.checkpoint import CHECKPOINT_URL_ENV
+from footnote.server.checkpoint import CHECKPOINT_URL_ENV
 from footnote.store.backends import is_postgres
 
 _TRACING_KEYS = ("LANGSMITH_API_KEY", "LANGCHAIN_API_KEY")
@@ -63,7 +63,7 @@ CORPUS_GRAPHS = {
     "library": "footnote.graph.indexer:library",
 }
 """Served beside it: the admins' indexer (add, remove, sync sources) and the reader's list."""
-CHECKPOINTER_MODULE = "footnote.checkpoint"
+CHECKPOINTER_MODULE = "footnote.server.checkpoint"
 """Home of the PostgreSQL saver. The server's checkpointer loader takes a file path, not a
 dotted module, so the config names the installed module's file."""
 
@@ -96,8 +96,11 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
     data: dict[str, Any] = {
         "dependencies": ["."],
         "graphs": {"footnote": GRAPH, **CORPUS_GRAPHS},
-        "auth": {"path": f"{_installed_file('footnote.auth')}:auth", "disable_studio_auth": True},
-        "http": {"app": f"{_installed_file('footnote.webapp')}:app", "cors": CORS},
+        "auth": {
+            "path": f"{_installed_file('footnote.server.auth')}:auth",
+            "disable_studio_auth": True,
+        },
+        "http": {"app": f"{_installed_file('footnote.server.webapp')}:app", "cors": CORS},
         "python_version": "3.11",
     }
     if postgres_checkpoints:

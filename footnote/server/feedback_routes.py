@@ -10,7 +10,7 @@
                                        should_cover (admin, on a "not covered" answer)
     GET   /feedback/why?thread_id=&message_id=
 
-Callers are identified exactly as by the API (`footnote.credentials`, the same keys and
+Callers are identified exactly as by the API (`footnote.server.credentials`, the same keys and
 tokens), and answers are read through the API itself, with the caller's own credentials: a
 user can rate and ask "why" only about answers the server lets them read, and what is stored
 is what the run recorded, not what the client says. A user sees and edits only their own
@@ -33,8 +33,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, Router
 
-from footnote.credentials import Credentials, Identity, Unauthenticated
-from footnote.feedback import (
+from footnote.feedback.records import (
     FeedbackError,
     FeedbackStore,
     Filters,
@@ -44,7 +43,8 @@ from footnote.feedback import (
     feedback_location,
     send_to_langsmith,
 )
-from footnote.feedback_why import MAX_HISTORY, AnswerNotFound, answer_record, shown
+from footnote.feedback.why import MAX_HISTORY, AnswerNotFound, answer_record, shown
+from footnote.server.credentials import Credentials, Identity, Unauthenticated
 
 log = logging.getLogger("footnote.feedback")
 MAX_BODY = 16_384
@@ -137,7 +137,7 @@ async def _read_answer(request: Request, thread_id: str, message_id: str) -> dic
 
 def _index_version(name: str) -> str:
     """The version of the named index now: what the answer was most likely made from."""
-    from footnote.settings import ServerSettings
+    from footnote.server.settings import ServerSettings
     from footnote.store.backends import current_version
 
     try:
@@ -314,4 +314,4 @@ router = Router(
         Route("/feedback/{feedback_id}", edit, methods=["PATCH"]),
     ]
 )
-"""Included by `footnote.webapp` (the server's `http.app`)."""
+"""Included by `footnote.server.webapp` (the server's `http.app`)."""

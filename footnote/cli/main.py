@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from footnote.console import add_reranker_options
+from footnote.cli.console import add_reranker_options
 from footnote.store.backends import default_index
 from footnote.store.postgres import redact
 
@@ -26,7 +26,7 @@ a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from footnote.console import ProgressPrinter
+    from footnote.cli.console import ProgressPrinter
     from footnote.ingest.chunking import ChunkSettings
     from footnote.ingest.pipeline import ingest
     from footnote.store.types import IndexError_
@@ -86,7 +86,7 @@ def skipped_lines(skipped: dict[str, str]) -> list[str]:
 
 
 def cmd_search(args: argparse.Namespace) -> int:
-    from footnote.console import format_location, reranker_model
+    from footnote.cli.console import format_location, reranker_model
     from footnote.store.types import caller_groups
     from footnote.tools.search import SearchRequest, search
 
@@ -107,7 +107,7 @@ def cmd_search(args: argparse.Namespace) -> int:
             )
         )
     except Exception as exc:  # a missing or mismatched index is a user error, said plainly
-        from footnote.ingest.providers import ProviderUnreachable
+        from footnote.models.providers import ProviderUnreachable
         from footnote.store.types import IndexError_
 
         if isinstance(exc, IndexError_ | ValueError) and not isinstance(exc, ProviderUnreachable):
@@ -238,23 +238,23 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print results as a JSON list")
     p.set_defaults(func=cmd_search)
 
-    from footnote import cli_ask
+    from footnote.cli import ask as cli_ask
 
     cli_ask.add_commands(sub, default_index)
 
-    from footnote import cli_corpus
+    from footnote.cli import corpus as cli_corpus
 
     cli_corpus.add_commands(sub, default_index)
 
-    from footnote.evaluate import add_eval_command
+    from footnote.evaluation.retrieval import add_eval_command
 
     add_eval_command(sub, default_index, answers=cmd_eval_answers)
 
-    from footnote.feedback import add_feedback_command
+    from footnote.feedback.records import add_feedback_command
 
     add_feedback_command(sub, default_index)
 
-    from footnote.cli_conventions import finish
+    from footnote.cli.conventions import finish
 
     finish(parser)
     return parser
@@ -262,7 +262,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_eval_answers(args: argparse.Namespace) -> int:
     """`footnote eval --answers`: imports the answer graph only when asked for."""
-    from footnote.answers_eval import cmd_answers
+    from footnote.evaluation.answers import cmd_answers
 
     return cmd_answers(args)
 
@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # one line, not a traceback: see footnote/cli_conventions.py
-        from footnote.cli_conventions import report
+    except Exception as exc:  # one line, not a traceback: see footnote/cli/conventions.py
+        from footnote.cli.conventions import report
 
         return report(exc)
 

@@ -1,6 +1,6 @@
-"""Footnote's served trust boundary (`footnote.auth`) under Aegra's auth contract.
+"""Footnote's served trust boundary (`footnote.server.auth`) under Aegra's auth contract.
 
-The rules are `footnote.auth`'s, reused; only the calling convention differs:
+The rules are `footnote.server.auth`'s, reused; only the calling convention differs:
 
 - `authenticate` is async and receives headers keyed by `str`; the key file's stat check
   runs in a thread so it never blocks the event loop;
@@ -16,11 +16,11 @@ The rules are `footnote.auth`'s, reused; only the calling convention differs:
   gets is already the issuer-namespaced owner (`api_key:alice`, `jwt:alice`: `aegra_user`);
 - Aegra has no oracle-free create: a thread or assistant id taken by someone else answers
   409 there, so the create handlers answer 404 first (`_taken_by_another`);
-- Aegra's run models drop `webhook` silently (it delivers none): `footnote.aegra_app`
+- Aegra's run models drop `webhook` silently (it delivers none): `footnote.server.aegra_app`
   refuses one from the raw request, as the dev server's `create_run` does.
 
 Aegra *fails open* when this module cannot be imported (every caller becomes `anonymous`):
-`footnote.production` refuses to serve unless an unauthenticated probe is refused.
+`footnote.server.production` refuses to serve unless an unauthenticated probe is refused.
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ from typing import Any
 
 from langgraph_sdk import Auth
 
-from footnote import auth as served
-from footnote.credentials import Identity, Unauthenticated
 from footnote.graph.context import Context
-from footnote.settings import ContextRefused
+from footnote.server import auth as served
+from footnote.server.credentials import Identity, Unauthenticated
+from footnote.server.settings import ContextRefused
 
 auth = Auth()
 
@@ -58,7 +58,7 @@ async def authenticate(headers: Mapping[str, str] | None) -> Auth.types.MinimalU
 
 def aegra_user(identity: Identity) -> dict[str, Any]:
     """The user Aegra gets: `identity` is the owner, one namespace per issuer, because Aegra
-    files threads and assistants under it (`footnote.auth._owned` adds the issuer itself)."""
+    files threads and assistants under it (`footnote.server.auth._owned` adds the issuer itself)."""
     return {**identity.as_user(), "identity": identity.owner}
 
 
@@ -122,7 +122,7 @@ def enforce_server_settings(context: Any) -> None:
     """ContextRefused unless `context` is exactly what the operator allows a served run:
     every server-owned field present with the operator's value, every other field a valid
     caller choice: what `create_run` returns, checked again by the graph factory
-    (`footnote.aegra_app.make_graph`) in the process that runs the graph."""
+    (`footnote.server.aegra_app.make_graph`) in the process that runs the graph."""
     given = dict(context or {})
     expected = checked_context(given)
     wrong = sorted(k for k, v in expected.items() if given.get(k, object()) != v)
@@ -170,7 +170,8 @@ async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> None:
 
 async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     """A run with the operator's settings pinned and the caller's choices validated; on a
-    corpus graph (`footnote.auth.CORPUS_GRAPHS`), the context `footnote.auth` gives it."""
+    corpus graph (`footnote.server.auth.CORPUS_GRAPHS`), the context `footnote.server.auth`
+    gives it."""
     mine = owned(ctx)
     _claim_metadata(value, mine)
     config = value.get("config") or {}

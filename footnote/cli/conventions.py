@@ -68,7 +68,7 @@ def finish(parser: argparse.ArgumentParser) -> None:
 
 def report(exc: BaseException) -> int:
     """Print one line for `exc` on stderr and return the exit status."""
-    from footnote.ingest.providers import (
+    from footnote.models.providers import (
         ProviderProblem,
         ProviderUnreachable,
         describe_unreachable,

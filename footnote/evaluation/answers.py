@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from footnote.console import ProgressPrinter
-from footnote.evaluate import (
+from footnote.cli.console import ProgressPrinter
+from footnote.evaluation.retrieval import (
     EVAL_MARKER,
     PreparedIndex,
     passage_filename,

@@ -18,9 +18,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from footnote.closed_routes import close_routes
-from footnote.feedback_routes import router as feedback_router
 from footnote.graph.prompts import NOT_COVERED
+from footnote.server.closed_routes import close_routes
+from footnote.server.feedback_routes import router as feedback_router
 
 GRAPH_ID = "footnote"
 SOURCE_BASE_URL_ENV = "FOOTNOTE_SOURCE_BASE_URL"
@@ -51,7 +51,7 @@ _SECURITY_HEADERS = {
 
 
 def _asset(name: str) -> bytes:
-    return files("footnote").joinpath("ui", name).read_bytes()
+    return files("footnote.server").joinpath("ui", name).read_bytes()
 
 
 def source_base_url() -> str:
@@ -90,7 +90,7 @@ app = Starlette(
         Route("/ui/", page),
         Route("/ui/config.json", config),
         Route("/ui/{name}", asset),
-        *feedback_router.routes,  # /feedback/...: see footnote.feedback_routes
+        *feedback_router.routes,  # /feedback/...: see footnote.server.feedback_routes
     ]
 )
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from footnote.console import ProgressPrinter, add_reranker_options, reranker_model
+from footnote.cli.console import ProgressPrinter, add_reranker_options, reranker_model
 from footnote.store.backends import is_postgres
 from footnote.store.types import Caller, Hit, IndexError_
 from footnote.tools.stages import STAGES

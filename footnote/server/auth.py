@@ -1,6 +1,6 @@
 """The served trust boundary, as LangGraph custom auth (`auth.path` in langgraph.json).
 
-Served, a caller is who its credentials say (`footnote.credentials`: API keys, JWT / OIDC,
+Served, a caller is who its credentials say (`footnote.server.credentials`: API keys, JWT / OIDC,
 or anonymous when the operator configured neither), and it owns what it creates: threads,
 runs and assistants carry `owner` and `access_scope` metadata, and every read, search,
 update, delete, run and stream is filtered by both. Nobody, admins included, reaches another
@@ -17,7 +17,7 @@ or filters on (`owner`, `access_scope`, `created_by`) is refused from callers, a
 webhook is refused unless its origin is on the operator's FOOTNOTE_WEBHOOKS allowlist.
 
 Crons and the store are closed. A run's context is checked against the operator's settings
-(`footnote.settings`): server-owned fields are pinned, a caller's own choices validated, and
+(`footnote.server.settings`): server-owned fields are pinned, a caller's own choices validated, and
 anything refused is a 4xx before the run starts. The graph reads identity from the
 authenticated user the server injects (`langgraph_auth_user`), never from the context.
 
@@ -32,8 +32,8 @@ from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth
 
-from footnote.credentials import Credentials, CredentialsError, Unauthenticated
-from footnote.settings import ContextRefused, ServerSettings, SettingsError
+from footnote.server.credentials import Credentials, CredentialsError, Unauthenticated
+from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
 
 OWNER = "owner"
 SCOPE = "access_scope"

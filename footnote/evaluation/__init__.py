@@ -1,0 +1,1 @@
+"""`footnote eval`: retrieval stages and whole answers measured on BEIR-layout datasets."""
