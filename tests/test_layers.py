@@ -9,6 +9,7 @@ import is still a dependency), so the check needs no import side effects.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -149,3 +150,41 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert "footnote.store.postgres.PostgresWriter" in names  # imported inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def readme_layout() -> dict[str, str]:
+    """The README's layout block: folder (`footnote/cli/`) -> the text that describes it."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+    entries: dict[str, str] = {}
+    folder = ""
+    for line in block.splitlines():
+        if line[:1].strip():  # a new folder's entry starts in the first column
+            folder, _, line = line.partition(" ")
+        if folder:
+            entries[folder] = entries.get(folder, "") + " " + line
+    return entries
+
+
+def test_readme_layout_names_every_module_and_only_real_ones() -> None:
+    """The layout section is kept true: each module is named under its folder (or under the
+    folder above, for a sub-folder it lists), and each `name.py` it names exists there."""
+    entries = readme_layout()
+    missing = []
+    for path in MODULES.values():
+        if path.name == "__init__.py":
+            continue
+        folder = path.parent.relative_to(ROOT)
+        while f"{folder.as_posix()}/" not in entries and folder != Path("."):
+            folder = folder.parent
+        text = entries.get(f"{folder.as_posix()}/", "")
+        if not re.search(rf"\b{re.escape(path.stem)}\b", text):
+            missing.append(str(path.relative_to(ROOT)))
+    assert missing == [], f"modules the README's layout does not name: {missing}"
+    invented = [
+        f"{folder}{name}"
+        for folder, text in entries.items()
+        for name in re.findall(r"\b(\w+\.py)\b", text)
+        if not (ROOT / folder / name).is_file()
+    ]
+    assert invented == [], f"modules the README's layout names that do not exist: {invented}"
