@@ -132,6 +132,14 @@ class Context:
             "them are searched. Set by the caller, never by the model."
         },
     )
+    strict_groups: bool = field(
+        default=False,
+        metadata={
+            "description": "Search exactly user_groups, without adding 'everyone' (which is "
+            "otherwise always added). Embedded and command line only: a served caller's groups "
+            "come from their credentials."
+        },
+    )
     admin: bool = field(
         default=False,
         metadata={
@@ -263,6 +271,7 @@ _FIELD_TYPES: dict[str, type] = {
     "max_retrieval_attempts": int,
     "web_search": bool,
     "user_groups": list,
+    "strict_groups": bool,
     "admin": bool,
     "reranker": str,
     "planner": str,
@@ -289,6 +298,8 @@ _RANGES: list[tuple[str, float, float | None]] = [
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false",
                list: "a list"}  # fmt: skip
+_FIELD_WORDS = {"user_groups": "a list of group names"}
+"""Where a field's expected value says more than its JSON type."""
 
 
 def _check_type(name: str, value: Any, kind: type) -> None:
@@ -299,7 +310,7 @@ def _check_type(name: str, value: Any, kind: type) -> None:
     else:
         ok = isinstance(value, kind)
     if not ok:
-        words = "a list of group names" if name == "user_groups" else _TYPE_WORDS[kind]
+        words = _FIELD_WORDS.get(name, _TYPE_WORDS[kind])
         raise ContextError(
             f"context field {name!r} must be {words}, not {value!r} "
             f"({type(value).__name__})"

@@ -63,7 +63,8 @@ def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
 
     Served: the authenticated user the server injected (`footnote/server/auth.py`), never the
     request's context; a user without Footnote's fields sees nothing. Embedded: the host's
-    context, the trusted party there, type-checked rather than coerced.
+    context, the trusted party there, type-checked rather than coerced; `everyone` is added
+    unless the host asks for `strict_groups`.
     """
     user = _served_user()
     if user is not None:
@@ -76,7 +77,7 @@ def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
         raise TypeError(f"context field 'admin' must be true or false, not {admin!r}")
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
         raise TypeError("context field 'user_groups' must be a list of group names")
-    return caller_groups(groups), admin
+    return caller_groups(groups, strict=context.strict_groups), admin
 
 
 @tool

@@ -65,7 +65,8 @@ def logged_texts(log: Path) -> list[str]:
 
 
 if __name__ == "__main__":
-    from footnote.ingest import embedding_choice, pipeline
+    from footnote.ingest import pipeline
+    from footnote.models import embedding_choice
 
     corpus, index, log = (Path(arg) for arg in sys.argv[1:4])
     delay = float(sys.argv[4]) if len(sys.argv) > 4 else 0.0

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from langgraph_sdk import Auth
 
-from footnote import aegra_auth
-from footnote import auth as served
+from footnote.server import aegra_auth
+from footnote.server import auth as served
 from footnote.server.credentials import Credentials, write_api_keys
 from footnote.server.settings import ContextRefused, ServerSettings
 

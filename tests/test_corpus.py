@@ -167,7 +167,7 @@ class SlowEmbeddings:
 def test_per_file_budget_covers_embedding(
     locate: Locate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from footnote.ingest import embedding_choice
+    from footnote.models import embedding_choice
     from footnote.models.embeddings import load_embeddings
 
     model = load_embeddings("")

@@ -238,6 +238,7 @@ def settings(tmp_path: Path) -> ServerSettings:
     ("requested", "status"),
     [
         ({"user_groups": ["hr"]}, 403),
+        ({"strict_groups": True}, 403),
         ({"admin": True}, 403),
         ({"admin": "false"}, 403),
         ({"index_dir": "/etc"}, 403),

@@ -14,8 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from footnote.ingest import embedding_choice, pipeline
+from footnote.ingest import pipeline
 from footnote.ingest.chunking import ChunkSettings
+from footnote.models import embedding_choice
 from footnote.models.cached import embed_with_cache
 from footnote.store.embedding_cache import CACHE_FILE, EmbeddingCache, cache_key
 from footnote.store.files import load_index

@@ -267,6 +267,39 @@ def test_groups_always_include_everyone_unless_strict(
     assert sources("--groups", "engineering", "--strict-groups") == {"oncall.md"}
 
 
+KEYS = "How often do I have to change my API key?"
+
+
+def test_ask_and_the_embedded_graph_take_strict_groups(
+    handbook_index: Path, run_cli: RunCli
+) -> None:
+    """`keys.md` is open to `everyone`: named groups still see it, strict groups do not."""
+    index = str(handbook_index)
+
+    def cited(*extra: str) -> set[str]:
+        result = run_cli("ask", KEYS, "--index", index, "--json", *extra)
+        assert result.returncode == 0, result.stderr
+        return {c["source"] for c in json.loads(result.stdout)["citations"]}
+
+    assert "keys.md" in cited("--groups", "engineering")
+    assert "keys.md" not in cited("--groups", "engineering", "--strict-groups")
+
+    from footnote import make_graph
+
+    graph = make_graph()
+    for strict, expected in ((False, True), (True, False)):
+        out = graph.invoke(
+            {"messages": [HumanMessage(KEYS)]},
+            context={"index_dir": index, "user_groups": ["engineering"], "strict_groups": strict},
+        )
+        assert ("keys.md" in {c["source"] for c in out["citations"]}) is expected
+    with pytest.raises(ValueError, match="'strict_groups' must be true or false"):
+        graph.invoke(
+            {"messages": [HumanMessage(KEYS)]},
+            context={"index_dir": index, "strict_groups": "yes"},
+        )
+
+
 # --- one-line errors ----------------------------------------------------------------------
 
 BLOCKER = """\

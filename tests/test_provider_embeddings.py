@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 from langchain.embeddings import init_embeddings
 
-from footnote.ingest import embedding_choice, embeddings, pipeline
+from footnote.ingest import pipeline
+from footnote.models import embedding_choice, embeddings
 from footnote.models.embeddings import (
     EmbeddingFailed,
     ProviderEmbeddings,

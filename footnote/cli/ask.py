@@ -39,6 +39,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         "max_retrieval_attempts": args.attempts,
         "reranker": args.reranker,
         "user_groups": args.groups.split(",") if args.groups else None,
+        "strict_groups": args.strict_groups or None,
         "max_answer_tokens": args.max_answer_tokens,
         "model_timeout_s": args.timeout,
         "planner": args.planner,
@@ -288,8 +289,13 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     p.add_argument(
         "--groups",
         default="",
-        help="comma-separated access groups of the caller "
+        help="comma-separated access groups of the caller; `everyone` is always added "
         f"(default: {','.join(defaults.user_groups)})",
+    )
+    p.add_argument(
+        "--strict-groups",
+        action="store_true",
+        help="answer from exactly --groups, without `everyone`",
     )
     add_reranker_options(p, model=False, default=None)
     p.add_argument(

@@ -25,7 +25,8 @@ EXAMPLES = {
   footnote ask "How often do I have to change my API key?" --index .footnote/handbook
   footnote ask "..." --model openai:gpt-4.1-mini        # or openai/gpt-4.1-mini
   footnote ask "..." --model openai:smollm2 --base-url http://127.0.0.1:8080/v1
-  footnote ask "..." --json --quiet --reranker sentence""",
+  footnote ask "..." --json --quiet --reranker sentence
+  footnote ask "Who is on call?" --groups engineering --strict-groups   # engineering only""",
     "serve": """\
   footnote serve --index .footnote/handbook        # chat page at http://127.0.0.1:2024/ui
   footnote serve --port 8123 --verbose             # the server's own log on this terminal

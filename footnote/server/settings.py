@@ -36,7 +36,7 @@ from footnote.store.backends import DEFAULT_INDEX, is_postgres
 DEFAULT_INDEX_NAME = "default"
 _INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 
-IDENTITY_FIELDS = ("user_groups", "admin")
+IDENTITY_FIELDS = ("user_groups", "strict_groups", "admin")
 """Who is asking: served, these come from the caller's credentials, never from the request."""
 
 TUNABLE_BOUNDS: dict[str, tuple[type, float, float]] = {
