@@ -157,6 +157,64 @@ def test_subgraph_contract() -> None:
     assert out["citations"][0]["source"] == "keys.md"
 
 
+class CollidingState(TypedDict):
+    """A host whose own keys share names with Footnote's internal state."""
+
+    messages: Annotated[list[AnyMessage], add_messages]
+    citations: list[dict[str, Any]]
+    route: str
+    notices: str
+    invalid_citations: str
+    unsupported_claims: str
+    searches: str
+
+
+HOST_KEYS = {
+    "route": "host-route",
+    "notices": "host-notices",
+    "invalid_citations": "host-invalid",
+    "unsupported_claims": "host-unsupported",
+    "searches": "host-searches",
+}
+
+
+def _colliding_parent() -> Any:
+    parent = StateGraph(CollidingState)
+    parent.add_node("footnote", make_graph())
+    parent.add_edge(START, "footnote")
+    return parent.compile()
+
+
+def test_subgraph_keeps_the_hosts_colliding_keys() -> None:
+    """Only `messages`, `citations` (and `parts`) are shared: a host's `route`, `notices`
+    and the rest keep their values and types, and the host gets one AI message."""
+    out = _colliding_parent().invoke(
+        {"messages": [HumanMessage(QUESTION)], "citations": [], **HOST_KEYS},
+        context={"index_dir": INDEX},
+    )
+    assert {key: out[key] for key in HOST_KEYS} == HOST_KEYS
+    assert [m.type for m in out["messages"]] == ["human", "ai"]
+    assert out["citations"][0]["source"] == "keys.md"
+
+
+def test_streaming_with_subgraphs_shows_only_the_answer() -> None:
+    """`stream_mode="messages"` with `subgraphs=True`: the search tool's call and result
+    stay inside Footnote; the host sees the answer and nothing else."""
+    streamed = [
+        message
+        for _namespace, (message, _meta) in _colliding_parent().stream(
+            {"messages": [HumanMessage(QUESTION)], "citations": [], **HOST_KEYS},
+            context={"index_dir": INDEX},
+            stream_mode="messages",
+            subgraphs=True,
+        )
+    ]
+    assert streamed, "the answer streams"
+    assert not [m for m in streamed if isinstance(m, ToolMessage) or getattr(m, "tool_calls", [])]
+    assert all(isinstance(m, AIMessage) for m in streamed)
+    assert "90 days" in "".join(str(m.content) for m in streamed)
+
+
 @pytest.fixture(autouse=True)
 def _no_network_tracing(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LANGSMITH_TRACING", "false")
