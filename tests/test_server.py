@@ -7,7 +7,6 @@ environment) on a free loopback port, with the handbook index as its default ind
 from __future__ import annotations
 
 import re
-import signal
 import socket
 import subprocess
 import threading
@@ -25,7 +24,12 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.server.langgraph_dev import server_command, server_config, server_environment
+from footnote.server.langgraph_dev import (
+    server_command,
+    server_config,
+    server_environment,
+    stop_server,
+)
 from tests.stub_openai import Reply, StubOpenAI, prompt_of, structured, text
 from tests.stub_openai import tool_call as stub_tool_call
 
@@ -81,18 +85,6 @@ def wait_until_ready(url: str, process: subprocess.Popen[bytes], log: Path) -> N
     )
 
 
-def stop(process: subprocess.Popen[bytes]) -> None:
-    """SIGTERM, then SIGKILL if it has not exited within ten seconds."""
-    if process.poll() is not None:
-        return
-    process.send_signal(signal.SIGTERM)
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
 def _tail(log: Path, lines: int = 60) -> str:
     """The end of the server log, without terminal colours."""
     text = ANSI_COLOUR.sub("", log.read_text(errors="replace"))
@@ -123,7 +115,7 @@ def server(handbook_index: Path, tmp_path_factory: pytest.TempPathFactory) -> It
         for thread_id in running.threads:
             running.client.threads.delete(thread_id)
     finally:
-        stop(process)
+        stop_server(process)
 
 
 def ask(server: Server, thread_id: str | None, question: str, **context: Any) -> dict[str, Any]:
@@ -196,7 +188,7 @@ def model_server(
             wait_until_ready(url, process, log)
             yield Server(url=url, log=log, client=get_sync_client(url=url))
         finally:
-            stop(process)
+            stop_server(process)
 
 
 def test_unsupported_claims_come_out_over_the_server(model_server: Server) -> None:

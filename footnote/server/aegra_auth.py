@@ -143,12 +143,7 @@ def _claim_metadata(value: Mapping[str, Any], mine: dict[str, str]) -> dict[str,
     return {**metadata, **mine}
 
 
-@auth.on
-async def deny_everything_else(ctx: Auth.types.AuthContext, value: Any) -> bool:
-    """Crons, the store and anything a newer server adds: closed unless handled below."""
-    raise Auth.exceptions.HTTPException(
-        status_code=403, detail=f"{ctx.resource}.{ctx.action} is not available on this server"
-    )
+auth.on(served.deny_everything_else)  # crons, the store, anything newer: closed, as served
 
 
 async def create_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
