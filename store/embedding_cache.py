@@ -236,6 +236,16 @@ class EmbeddingCache:
             )
         return total - keep  # freed pages are reused by later entries: the file stays bounded
 
+    def compact(self) -> None:
+        """Give pruned space back to the file system (SQLite's VACUUM; PostgreSQL's own
+        autovacuum reuses it)."""
+        if not self._postgres:
+            conn = self._open_sqlite()
+            try:
+                conn.execute("VACUUM")
+            except sqlite3.DatabaseError as exc:
+                raise self._damaged(f"cannot be read ({exc})") from exc
+
 
 def prune_cache(cache: EmbeddingCache) -> None:
     """Bound the cache after an ingest (see `max_entries`), then let its file go."""

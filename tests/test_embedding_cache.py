@@ -3,6 +3,7 @@ a chunking change re-embeds only what changed, a tampered cache refused, a bound
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -202,3 +203,29 @@ def test_postgres_backend_keeps_its_cache_in_the_database(
         with psycopg.connect(pg_server.url) as conn:  # the table is the database's, not ours
             conn.execute(f"DELETE FROM {PG_TABLE} WHERE key = ANY(%s)", (keys,))
         drop_index(url)
+
+
+def test_cache_command_shows_prunes_and_refuses_a_damaged_cache(
+    tmp_path: Path, counting: CountingEmbeddings, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from footnote.cli.main import main
+
+    index, corpus = tmp_path / "index", make_corpus(tmp_path / "docs", pages=3)
+    pipeline.ingest([corpus], index)
+    assert main(["cache", "--index", str(index), "--json"]) == 0
+    shown = json.loads(capsys.readouterr().out)
+    assert (shown["entries"], shown["removed"]) == (12, 0)
+
+    assert main(["cache", "prune", "--keep", "5", "--index", str(index), "--json"]) == 0
+    pruned = json.loads(capsys.readouterr().out)
+    assert (pruned["entries"], pruned["removed"]) == (5, 7)
+    assert pruned["bytes"] <= shown["bytes"]
+    assert pipeline.ingest([corpus], index, rebuild=True).embedded_texts == 7, "only what went"
+
+    (index / CACHE_FILE).write_bytes(b"not a database at all")
+    assert main(["cache", "prune", "--keep", "0", "--index", str(index)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "is not a SQLite database" in error
+    assert main(["cache", "--index", str(tmp_path / "absent")]) == 2
+    assert "no index at" in capsys.readouterr().err
+    assert not (tmp_path / "absent").exists()

@@ -36,6 +36,10 @@ EXAMPLES = {
   footnote eval tests/fixtures/beir_tiny --stages bm25 dense --json
   python benchmarks/build_pyfaq.py && footnote eval benchmarks/data/pyfaq   # needs python3-doc
   footnote eval tests/fixtures/beir_tiny --answers --quiet""",
+    "cache": """\
+  footnote cache --index .footnote/handbook                 # entries and size on disk
+  footnote cache prune --keep 100000 --index .footnote/handbook
+  footnote cache prune --keep 0 --json                       # empty it""",
     "feedback": """\
   footnote feedback export golden/ --index .footnote/handbook   # rated answers as BEIR
   footnote eval golden/ && footnote eval golden/ --answers       # the team's own gate""",

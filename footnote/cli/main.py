@@ -246,6 +246,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_corpus.add_commands(sub, default_index)
 
+    from footnote.cli import cache as cli_cache
+
+    cli_cache.add_commands(sub, default_index)
+
     from footnote.evaluation.retrieval import add_eval_command
 
     add_eval_command(sub, default_index, answers=cmd_eval_answers)
