@@ -48,6 +48,8 @@ def test_retriever_honours_k_filter_and_search_kwargs(handbook_index: Path) -> N
         QUESTION, k=1, filter={"source": "holidays.md"}
     )
     assert [d.metadata["source"] for d in per_call] == ["holidays.md"]
+    own_type = FootnoteRetriever(index=index, k=2).invoke(QUESTION, filters={"source": "vpn.md"})
+    assert [d.metadata["source"] for d in own_type] == ["vpn.md", "vpn.md"]
 
 
 def test_retriever_refuses_what_it_would_otherwise_ignore(handbook_index: Path) -> None:
@@ -58,7 +60,7 @@ def test_retriever_refuses_what_it_would_otherwise_ignore(handbook_index: Path) 
         FootnoteRetriever(index=index, search_kwargs={"fetch_k": 10})
     with pytest.raises(ValidationError, match="k must be"):
         FootnoteRetriever(index=index, search_kwargs={"k": "5"})
-    with pytest.raises(TypeError, match="top_k"):
+    with pytest.raises(TypeError, match=r"takes k=, filter= and filters=, not \['top_k'\]"):
         FootnoteRetriever(index=index).invoke(QUESTION, top_k=3)
 
 

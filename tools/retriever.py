@@ -59,8 +59,8 @@ def _merge(base: Filters, over: Filters) -> Filters:
 class FootnoteRetriever(BaseRetriever):
     """Search a Footnote index built by `footnote ingest`, with LangChain's retriever
     conventions: `k`, `filter` and `search_kwargs={"k": ..., "filter": ...}` as fields, the
-    same per call (`retriever.invoke(query, k=3, filter={"team": "sre"})`), and any other field
-    refused rather than ignored.
+    same per call (`retriever.invoke(query, k=3, filter={"team": "sre"})`, and Footnote's own
+    `filters=`), and any other field or keyword refused rather than ignored.
 
     Only chunks shared with one of `user_groups` (plus `everyone`, unless `strict_groups`) are
     searched, filtered before ranking, so `k` results come back when `k` exist.
@@ -128,11 +128,17 @@ class FootnoteRetriever(BaseRetriever):
             raise ValueError(f"k must be a whole number of at least 1, got {value!r}")
         return value
 
-    def _request(
-        self, query: str, k: int | None, filter: FilterSetting | None
-    ) -> SearchRequest:
+    def _request(self, query: str, k: int | None, filter: Any, **per_call: Any) -> SearchRequest:
+        """The search for one call; per-call `k`, `filter` and `filters` win over the fields,
+        and any other keyword is refused (LangChain would pass it on unread)."""
+        unknown = sorted(set(per_call) - {"filters"})
+        if unknown:
+            raise TypeError(
+                f"FootnoteRetriever.invoke() takes k=, filter= and filters=, not {unknown}"
+            )
         filters = as_filters(self.filter, self.filters)
         filters = as_filters(self.search_kwargs.get("filter"), filters)
+        filters = as_filters(per_call.get("filters"), filters)
         return SearchRequest(
             query=query,
             index_dir=self.index,
@@ -151,8 +157,9 @@ class FootnoteRetriever(BaseRetriever):
         run_manager: CallbackManagerForRetrieverRun,
         k: int | None = None,
         filter: FilterSetting | None = None,
+        **per_call: Any,
     ) -> list[Document]:
-        return _documents(self._request(query, k, filter))
+        return _documents(self._request(query, k, filter, **per_call))
 
     async def _aget_relevant_documents(
         self,
@@ -161,9 +168,10 @@ class FootnoteRetriever(BaseRetriever):
         run_manager: AsyncCallbackManagerForRetrieverRun,
         k: int | None = None,
         filter: FilterSetting | None = None,
+        **per_call: Any,
     ) -> list[Document]:
         # Loading an index and embedding the query block: keep them off the event loop.
-        return await asyncio.to_thread(_documents, self._request(query, k, filter))
+        return await asyncio.to_thread(_documents, self._request(query, k, filter, **per_call))
 
 
 def _documents(request: SearchRequest) -> list[Document]:
