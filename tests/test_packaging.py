@@ -249,3 +249,15 @@ def test_checkout_config_names_the_same_graph() -> None:
     assert spec is not None and spec.origin is not None
     assert (REPO / path).resolve() == Path(spec.origin).resolve()
     assert attribute == served_attribute
+
+
+def test_the_container_image_copies_every_folder_the_package_installs() -> None:
+    """deploy/Dockerfile builds the wheel from copied folders: one left out (as `models/`
+    was when it moved) would build an image that fails at import."""
+    import tomllib
+
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    folders = set(config["tool"]["setuptools"]["package-dir"].values())
+    dockerfile = (REPO / "deploy" / "Dockerfile").read_text(encoding="utf-8")
+    copied = {line.split()[1] for line in dockerfile.splitlines() if line.startswith("COPY ")}
+    assert folders <= copied, f"not copied into the image: {sorted(folders - copied)}"
