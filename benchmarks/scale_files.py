@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -229,25 +229,28 @@ class PrecomputedEmbeddings(Embeddings):
 
 
 def build(corpus: Corpus, index_dir: Path) -> None:
-    from footnote.store.files import write_index
+    """Hands the writer one generated block at a time, as a long ingest would: neither side
+    holds the whole corpus."""
+    from footnote.store.files import write_index_batches
     from footnote.store.types import Chunk, FileRecord
 
-    chunks, blocks = [], []
-    for start in range(0, corpus.rows, BLOCK):
-        stop = min(start + BLOCK, corpus.rows)
-        chunks.extend(Chunk.from_dict(d) for d in corpus.chunk_dicts(start, stop))
-        blocks.append(corpus.vectors(start, stop))
     files: dict[str, FileRecord] = {}
-    for chunk in chunks:
-        record = files.setdefault(
-            chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
-        )
-        record.chunk_ids.append(chunk.id)
-    write_index(
+
+    def batches() -> Iterator[tuple[list[Chunk], np.ndarray]]:
+        for start in range(0, corpus.rows, BLOCK):
+            stop = min(start + BLOCK, corpus.rows)
+            chunks = [Chunk.from_dict(d) for d in corpus.chunk_dicts(start, stop)]
+            for chunk in chunks:
+                record = files.setdefault(
+                    chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
+                )
+                record.chunk_ids.append(chunk.id)
+            yield chunks, corpus.vectors(start, stop)
+
+    write_index_batches(
         index_dir,
-        chunks=chunks,
-        vectors=np.concatenate(blocks),
-        files=files,
+        batches=batches(),
+        files=files,  # filled as the batches go: the writer reads it after the last one
         manifest={
             "embedding": {"model": MODEL_ID, "dimension": DIM, "max_tokens": 256},
             "chunking": {},
