@@ -144,8 +144,11 @@ class Corpus:
             at += n
         return out
 
-    def chunk_dicts(self, start: int, stop: int) -> list[dict[str, Any]]:
-        texts = self.texts(start, stop)
+    def chunk_dicts(
+        self, start: int, stop: int, texts: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows start..stop as chunk dicts (`texts`: theirs, if already generated)."""
+        texts = self.texts(start, stop) if texts is None else texts
         out = []
         for row, text in zip(range(start, stop), texts, strict=True):
             s = int(self.row_source[row])
@@ -229,23 +232,29 @@ class PrecomputedEmbeddings(Embeddings):
 
 
 def build(corpus: Corpus, index_dir: Path) -> None:
-    """Hands the writer one generated block at a time, as a long ingest would: neither side
-    holds the whole corpus."""
-    from footnote.store.files import write_index_batches
+    """Hands the writer a batch of the writer's size at a time, as a long ingest would:
+    neither side holds the whole corpus (this side holds one generated block's texts and
+    vectors)."""
+    from footnote.store.files import write_batch_rows, write_index_batches
     from footnote.store.types import Chunk, FileRecord
 
     files: dict[str, FileRecord] = {}
+    step = write_batch_rows()
 
     def batches() -> Iterator[tuple[list[Chunk], np.ndarray]]:
-        for start in range(0, corpus.rows, BLOCK):
-            stop = min(start + BLOCK, corpus.rows)
-            chunks = [Chunk.from_dict(d) for d in corpus.chunk_dicts(start, stop)]
-            for chunk in chunks:
-                record = files.setdefault(
-                    chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
-                )
-                record.chunk_ids.append(chunk.id)
-            yield chunks, corpus.vectors(start, stop)
+        for block in range(0, corpus.rows, BLOCK):
+            texts = corpus.texts(block, min(block + BLOCK, corpus.rows))
+            vectors = corpus.vectors(block, min(block + BLOCK, corpus.rows))
+            for start in range(block, block + len(texts), step):
+                stop = min(start + step, block + len(texts))
+                dicts = corpus.chunk_dicts(start, stop, texts[start - block : stop - block])
+                chunks = [Chunk.from_dict(d) for d in dicts]
+                for chunk in chunks:
+                    record = files.setdefault(
+                        chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
+                    )
+                    record.chunk_ids.append(chunk.id)
+                yield chunks, vectors[start - block : stop - block]
 
     write_index_batches(
         index_dir,
