@@ -42,7 +42,7 @@ class VectorSpool:
         block = np.ascontiguousarray(vectors, dtype=np.float32)
         if block.ndim != 2 or block.shape[1] != self.dimension:
             raise ValueError(f"vectors of shape {block.shape}, not (n, {self.dimension})")
-        self._handle.write(memoryview(block).cast("B"))
+        self._handle.write(block.data)
         self.rows += len(block)
 
     def close(self) -> None:
@@ -145,6 +145,6 @@ def _write_ivf(
                 number = int(lists[row])
                 at = int(list_at[number])
                 place = int(offset[row])
-                os.pwrite(fd, memoryview(codes[first:end]).cast("B"), at + place * code_size)
+                os.pwrite(fd, codes[first:end].data, at + place * code_size)
                 ids_at = at + int(sizes[number]) * code_size + place * 8
-                os.pwrite(fd, memoryview(ids[first:end]).cast("B"), ids_at)
+                os.pwrite(fd, ids[first:end].data, ids_at)

@@ -86,8 +86,8 @@ class KeywordPostings:
         lengths = np.concatenate(self._lengths)
         average = np.array(lengths).mean()  # as bm25s averages them
         idf = np.zeros(len(frequencies), dtype=model.dtype)
-        for term, df in enumerate(frequencies.tolist()):
-            idf[term] = idf_of(df, N=documents)
+        for at, df in enumerate(frequencies.tolist()):
+            idf[at] = idf_of(df, N=documents)
         indptr = np.concatenate([[0], np.cumsum(frequencies)]).astype(np.int64)
         total = int(indptr[-1])
         directory.mkdir()
