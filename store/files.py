@@ -21,6 +21,8 @@ BM25 vocabulary, so it costs about the same at a million chunks as at a hundred.
 
 A new version is built beside the live one and published by replacing CURRENT, so readers
 see the old index or the new one, never a mix, and a killed ingest leaves the old one live.
+It is written a batch of $FOOTNOTE_WRITE_BATCH chunks at a time and never held whole
+(`_StagedParts`, store/dense_writer.py, store/keyword_writer.py).
 """
 
 from __future__ import annotations
