@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +144,11 @@ class Corpus:
             at += n
         return out
 
-    def chunk_dicts(self, start: int, stop: int) -> list[dict[str, Any]]:
-        texts = self.texts(start, stop)
+    def chunk_dicts(
+        self, start: int, stop: int, texts: list[str] | None = None
+    ) -> list[dict[str, Any]]:
+        """Rows start..stop as chunk dicts (`texts`: theirs, if already generated)."""
+        texts = self.texts(start, stop) if texts is None else texts
         out = []
         for row, text in zip(range(start, stop), texts, strict=True):
             s = int(self.row_source[row])
@@ -229,25 +232,34 @@ class PrecomputedEmbeddings(Embeddings):
 
 
 def build(corpus: Corpus, index_dir: Path) -> None:
-    from footnote.store.files import write_index
+    """Hands the writer a batch of the writer's size at a time, as a long ingest would:
+    neither side holds the whole corpus (this side holds one generated block's texts and
+    vectors)."""
+    from footnote.store.files import write_batch_rows, write_index_batches
     from footnote.store.types import Chunk, FileRecord
 
-    chunks, blocks = [], []
-    for start in range(0, corpus.rows, BLOCK):
-        stop = min(start + BLOCK, corpus.rows)
-        chunks.extend(Chunk.from_dict(d) for d in corpus.chunk_dicts(start, stop))
-        blocks.append(corpus.vectors(start, stop))
     files: dict[str, FileRecord] = {}
-    for chunk in chunks:
-        record = files.setdefault(
-            chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
-        )
-        record.chunk_ids.append(chunk.id)
-    write_index(
+    step = write_batch_rows()
+
+    def batches() -> Iterator[tuple[list[Chunk], np.ndarray]]:
+        for block in range(0, corpus.rows, BLOCK):
+            texts = corpus.texts(block, min(block + BLOCK, corpus.rows))
+            vectors = corpus.vectors(block, min(block + BLOCK, corpus.rows))
+            for start in range(block, block + len(texts), step):
+                stop = min(start + step, block + len(texts))
+                dicts = corpus.chunk_dicts(start, stop, texts[start - block : stop - block])
+                chunks = [Chunk.from_dict(d) for d in dicts]
+                for chunk in chunks:
+                    record = files.setdefault(
+                        chunk.source, FileRecord(sha256="0" * 64, chunk_ids=[], size=0, mtime=0.0)
+                    )
+                    record.chunk_ids.append(chunk.id)
+                yield chunks, vectors[start - block : stop - block]
+
+    write_index_batches(
         index_dir,
-        chunks=chunks,
-        vectors=np.concatenate(blocks),
-        files=files,
+        batches=batches(),
+        files=files,  # filled as the batches go: the writer reads it after the last one
         manifest={
             "embedding": {"model": MODEL_ID, "dimension": DIM, "max_tokens": 256},
             "chunking": {},

@@ -27,25 +27,38 @@ _BATCH = 500
 """Rows per `IN (...)` query: under SQLite's variable limit."""
 
 
-def write_chunk_db(path: Path, chunks: Iterable[Chunk]) -> None:
-    """Write every chunk: row i = FAISS id i = BM25 doc i."""
-    conn = sqlite3.connect(path)
-    try:
-        conn.execute("PRAGMA journal_mode = OFF")  # a staging file: the publish is the commit
-        conn.execute("PRAGMA synchronous = OFF")  # fsynced by the writer before publishing
+class ChunkDbWriter:
+    """Writes the chunks a batch at a time (row i = FAISS id i = BM25 doc i), holding none:
+    SQLite's page cache and its sorter, for the id index, are bounded by its own settings."""
+
+    def __init__(self, path: Path) -> None:
+        self.rows = 0
+        self._conn = sqlite3.connect(path)
+        self._conn.execute("PRAGMA journal_mode = OFF")  # a staging file: the publish commits
+        self._conn.execute("PRAGMA synchronous = OFF")  # fsynced by the writer before publishing
         for statement in _SCHEMA:
-            conn.execute(statement)
-        conn.executemany(
+            self._conn.execute(statement)
+
+    def add(self, chunks: Sequence[Chunk]) -> None:
+        self._conn.executemany(
             "INSERT INTO chunks (row, id, data) VALUES (?, ?, ?)",
             (
                 (row, chunk.id, json.dumps(chunk.to_dict(), ensure_ascii=False))
-                for row, chunk in enumerate(chunks)
+                for row, chunk in enumerate(chunks, start=self.rows)
             ),
         )
-        conn.execute("CREATE INDEX chunks_id ON chunks (id)")
-        conn.commit()
-    finally:
-        conn.close()
+        self.rows += len(chunks)
+
+    def close(self) -> None:
+        """Index the ids and commit; the file is complete."""
+        try:
+            self._conn.execute("CREATE INDEX chunks_id ON chunks (id)")
+            self._conn.commit()
+        finally:
+            self._conn.close()
+
+    def abandon(self) -> None:
+        self._conn.close()
 
 
 class ChunkTable(Sequence[Chunk]):

@@ -56,36 +56,67 @@ def _encode(value: Any) -> str:
 
 def build_columns(chunks: Iterable[Chunk]) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
     """The column arrays and the distinct values (each JSON-encoded) they index."""
-    ids: dict[str, list[int]] = {name: [] for name in DICTIONARY_COLUMNS}
-    seen: dict[str, dict[str, int]] = {name: {} for name in DICTIONARY_COLUMNS}
-    days: list[int] = []
-    dated: list[int] = []
-    positions: list[int] = []
-    for row, chunk in enumerate(chunks):
-        for name, value in (
-            ("access", chunk.access),
-            ("source", chunk.source),
-            ("section", chunk.section),
-            ("metadata", chunk.metadata),
-        ):
-            table = seen[name]
-            ids[name].append(table.setdefault(_encode(value), len(table)))
-        date = parse_date(chunk.date)
-        if date is not None:
-            dated.append(row)
-            days.append((date - _EPOCH).days)
-        positions.append(chunk_position(chunk.id))
-    arrays: dict[str, np.ndarray] = {}
-    for name, column in ids.items():
-        values = np.asarray(column, dtype=np.int32)
-        arrays[f"{name}.rows"] = np.argsort(values, kind="stable").astype(np.int32)
-        counts = np.bincount(values, minlength=len(seen[name]))
-        arrays[f"{name}.offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    order = np.argsort(np.asarray(days, dtype=np.int32), kind="stable")
-    arrays["date.rows"] = np.asarray(dated, dtype=np.int32)[order]
-    arrays["date.days"] = np.asarray(days, dtype=np.int32)[order]
-    arrays["position"] = np.asarray(positions, dtype=np.int32)
-    return arrays, {name: list(table) for name, table in seen.items()}
+    builder = ColumnsBuilder()
+    builder.add(chunks)
+    return builder.finish()
+
+
+class ColumnsBuilder:
+    """Builds the columns a batch of chunks at a time: it keeps a few integers per row and the
+    distinct values, never the chunks."""
+
+    def __init__(self) -> None:
+        self.rows = 0
+        self._ids: dict[str, list[np.ndarray]] = {name: [] for name in DICTIONARY_COLUMNS}
+        self._seen: dict[str, dict[str, int]] = {name: {} for name in DICTIONARY_COLUMNS}
+        self._days: list[np.ndarray] = []
+        self._dated: list[np.ndarray] = []
+        self._positions: list[np.ndarray] = []
+
+    def add(self, chunks: Iterable[Chunk]) -> None:
+        ids: dict[str, list[int]] = {name: [] for name in DICTIONARY_COLUMNS}
+        days: list[int] = []
+        dated: list[int] = []
+        positions: list[int] = []
+        for row, chunk in enumerate(chunks, start=self.rows):
+            for name, value in (
+                ("access", chunk.access),
+                ("source", chunk.source),
+                ("section", chunk.section),
+                ("metadata", chunk.metadata),
+            ):
+                table = self._seen[name]
+                ids[name].append(table.setdefault(_encode(value), len(table)))
+            date = parse_date(chunk.date)
+            if date is not None:
+                dated.append(row)
+                days.append((date - _EPOCH).days)
+            positions.append(chunk_position(chunk.id))
+        self.rows += len(positions)
+        for name, column in ids.items():
+            self._ids[name].append(np.asarray(column, dtype=np.int32))
+        self._days.append(np.asarray(days, dtype=np.int32))
+        self._dated.append(np.asarray(dated, dtype=np.int32))
+        self._positions.append(np.asarray(positions, dtype=np.int32))
+
+    def finish(self) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+        """The column arrays and the distinct values (each JSON-encoded) they index."""
+        arrays: dict[str, np.ndarray] = {}
+        for name, parts in self._ids.items():
+            values = _joined(parts)
+            arrays[f"{name}.rows"] = np.argsort(values, kind="stable").astype(np.int32)
+            counts = np.bincount(values, minlength=len(self._seen[name]))
+            arrays[f"{name}.offsets"] = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        days = _joined(self._days)
+        order = np.argsort(days, kind="stable")
+        arrays["date.rows"] = _joined(self._dated)[order]
+        arrays["date.days"] = days[order]
+        arrays["position"] = _joined(self._positions)
+        return arrays, {name: list(table) for name, table in self._seen.items()}
+
+
+def _joined(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)
 
 
 def save_columns(

@@ -21,6 +21,8 @@ BM25 vocabulary, so it costs about the same at a million chunks as at a hundred.
 
 A new version is built beside the live one and published by replacing CURRENT, so readers
 see the old index or the new one, never a mix, and a killed ingest leaves the old one live.
+It is written a batch of $FOOTNOTE_WRITE_BATCH chunks at a time and never held whole
+(`_StagedParts`, store/dense_writer.py, store/keyword_writer.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ import shutil
 import sqlite3
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,15 +42,16 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from footnote.store.base import FileFailure, Lookup, PreviousState
-from footnote.store.chunkdb import ChunkTable, write_chunk_db
+from footnote.store.chunkdb import ChunkDbWriter, ChunkTable
 from footnote.store.columns import (
     DICTIONARY_COLUMNS,
+    ColumnsBuilder,
     MaskColumns,
-    build_columns,
     load_columns,
     read_values,
     save_columns,
 )
+from footnote.store.dense_writer import VectorSpool, write_dense
 from footnote.store.file_checks import (
     KEY_ENV,
     NPY_HEADERS,
@@ -70,6 +73,7 @@ from footnote.store.file_checks import (
     verify_signature,
     version_dir,
 )
+from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
@@ -101,6 +105,12 @@ docs/scaling.md: exact flat search costs about N/10,000 ms per query on 2 cores)
 IVF_NPROBE = 32
 """IVF lists scanned per query: recall@10 against exact search is measured by
 benchmarks/scale_files.py."""
+WRITE_BATCH_ENV = "FOOTNOTE_WRITE_BATCH"
+DEFAULT_WRITE_BATCH = 10_000
+"""Rows the writer takes in at a time: its memory is bounded by this, not by the corpus
+(benchmarks/scale_files.py, docs/scaling.md)."""
+KEYWORD_POSTINGS_PER_ROW = 128
+"""Keyword postings the writer fills per pass, per row of its batch (a chunk holds ~100)."""
 EXACT_BELOW_EXPECTED = 4
 """An approximate dense pass is skipped for an exact one when fewer than this many times k
 allowed rows are expected among the rows it scans (the filter is too selective for it)."""
@@ -335,26 +345,56 @@ def _read_vectors(path: Path, dense: Any) -> faiss.Index:
     raise ValueError(f"{type(index).__name__} is not the {kind!r} index the manifest names")
 
 
+def write_batch_rows() -> int:
+    """Rows the writer takes in at a time: $FOOTNOTE_WRITE_BATCH, else DEFAULT_WRITE_BATCH."""
+    value = os.environ.get(WRITE_BATCH_ENV, "").strip()
+    rows = int(value) if value else DEFAULT_WRITE_BATCH
+    if rows < 1:
+        raise ValueError(f"{WRITE_BATCH_ENV} must be a positive number of rows, not {value!r}")
+    return rows
+
+
 def write_index(
     root: str | Path,
     *,
-    chunks: list[Chunk],
+    chunks: Sequence[Chunk],
     vectors: np.ndarray,
     files: dict[str, FileRecord],
     manifest: dict[str, Any],
 ) -> str:
-    """Write a new version beside the live one and publish it; returns the version name."""
+    """Write a new version beside the live one and publish it; returns the version name.
+    (`write_index_batches` takes the chunks and vectors a batch at a time instead.)"""
+    if len(vectors) != len(chunks):
+        raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
+    step = write_batch_rows()
+    batches = ((chunks[i : i + step], vectors[i : i + step]) for i in range(0, len(chunks), step))
+    return write_index_batches(root, batches=batches, files=files, manifest=manifest)
+
+
+def write_index_batches(
+    root: str | Path,
+    *,
+    batches: Iterable[tuple[Sequence[Chunk], np.ndarray]],
+    files: dict[str, FileRecord],
+    manifest: dict[str, Any],
+    batch_rows: int | None = None,
+) -> str:
+    """`write_index` for chunks and their vectors given in batches (row order): each batch is
+    written as it comes, so the writer's memory is bounded by `batch_rows` rows
+    ($FOOTNOTE_WRITE_BATCH by default), plus a few bytes per row and the vocabulary, however
+    large the corpus. `files` is read once the last batch is in (a caller may fill it as
+    its batches go)."""
     root = Path(root)
     with writer_lock(root):
-        return _write_version(root, chunks, vectors, files, manifest)
+        return _write_version(root, batches, files, manifest, batch_rows or write_batch_rows())
 
 
 def _write_version(
     root: Path,
-    chunks: list[Chunk],
-    vectors: np.ndarray,
+    batches: Iterable[tuple[Sequence[Chunk], np.ndarray]],
     files: dict[str, FileRecord],
     manifest: dict[str, Any],
+    batch_rows: int,
 ) -> str:
     versions = root / "versions"
     versions.mkdir(parents=True, exist_ok=True)
@@ -364,22 +404,17 @@ def _write_version(
         previous = None  # a damaged pointer is replaced, not kept
     staging = Path(tempfile.mkdtemp(prefix=".staging-", dir=versions))
     try:
-        arrays, dictionary = build_columns(chunks)
-        write_chunk_db(staging / "chunks.sqlite", chunks)
-        save_columns(staging / "columns", arrays, dictionary)
-        (staging / "files.json").write_text(
-            json.dumps({s: r.__dict__ for s, r in sorted(files.items())}, indent=1), "utf-8"
-        )
-        dense = _write_vectors(
-            staging / "vectors.faiss",
-            np.ascontiguousarray(vectors, dtype=np.float32),
-            int(manifest["embedding"]["dimension"]),
-        )
-        _write_bm25(staging / "bm25", chunks)
+        parts = _StagedParts(staging, int(manifest["embedding"]["dimension"]), batch_rows)
+        try:
+            for chunks, vectors in batches:
+                parts.add(chunks, vectors)
+            rows, dense, dictionary = parts.finish(files)
+        finally:
+            parts.discard_scratch()
         manifest = {
             **manifest,
             "format_version": FORMAT_VERSION,
-            "counts": {"files": len(files), "chunks": len(chunks)},
+            "counts": {"files": len(files), "chunks": rows},
             "dense": dense,
             "columns": {name: len(dictionary[name]) for name in DICTIONARY_COLUMNS},
             "keyword_tokenizer": KEYWORD_TOKENIZER,
@@ -415,41 +450,60 @@ def _write_version(
     return version
 
 
-def _write_vectors(path: Path, vectors: np.ndarray, dimension: int) -> dict[str, Any]:
-    """Exact flat index below DENSE_IVF_FROM rows, IVF above; returns what the manifest
-    records of it. The IVF keeps full vectors in its lists (so nprobe = nlist is exact search,
-    the fallback) and a direct map (so rows can be reconstructed for grading and reuse)."""
-    import faiss
+class _StagedParts:
+    """A version's parts, written into its staging folder a batch at a time: chunks straight
+    into SQLite, vectors and keyword postings to scratch files, column ids as a few integers
+    per row. `finish` builds the dense and keyword indexes from the scratch files, reading
+    them back a batch at a time."""
 
-    rows = len(vectors)
-    if rows < DENSE_IVF_FROM:
-        flat = faiss.IndexFlatIP(dimension)
-        if rows:
-            flat.add(vectors)
-        faiss.write_index(flat, str(path))
-        return {"kind": "flat"}
-    nlist = int(np.sqrt(rows))
-    ivf = faiss.IndexIVFFlat(faiss.IndexFlatIP(dimension), dimension, nlist,
-                             faiss.METRIC_INNER_PRODUCT)  # fmt: skip
-    sample = np.random.default_rng(0).choice(rows, min(rows, 32 * nlist), replace=False)
-    ivf.train(vectors[np.sort(sample)])
-    ivf.add(vectors)
-    ivf.make_direct_map()
-    faiss.write_index(ivf, str(path))
-    return {"kind": "ivf", "nlist": nlist, "nprobe": IVF_NPROBE, "trained_on": len(sample),
-            "threshold": DENSE_IVF_FROM}  # fmt: skip
+    def __init__(self, staging: Path, dimension: int, batch_rows: int) -> None:
+        self.staging = staging
+        self.batch_rows = batch_rows
+        self.scratch = staging / ".scratch"
+        self.scratch.mkdir()
+        self.chunks = ChunkDbWriter(staging / "chunks.sqlite")
+        self.columns = ColumnsBuilder()
+        self.vectors = VectorSpool(self.scratch / "vectors.f32", dimension)
+        self.keywords = KeywordPostings(
+            self.scratch / "keywords", entries_per_pass=KEYWORD_POSTINGS_PER_ROW * batch_rows
+        )
+
+    def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
+        if len(vectors) != len(chunks):
+            raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
+        for start in range(0, len(chunks), self.batch_rows):
+            batch = chunks[start : start + self.batch_rows]
+            self.vectors.add(vectors[start : start + self.batch_rows])
+            self.chunks.add(batch)
+            self.columns.add(batch)
+            self.keywords.add(keyword_tokens(embedding_text(c)) or [EMPTY_DOCUMENT] for c in batch)
+
+    def finish(
+        self, files: dict[str, FileRecord]
+    ) -> tuple[int, dict[str, Any], dict[str, list[str]]]:
+        """Complete every part; (rows, the dense index's manifest entry, column values)."""
+        staging, rows = self.staging, self.chunks.rows
+        self.chunks.close()
+        arrays, dictionary = self.columns.finish()
+        save_columns(staging / "columns", arrays, dictionary)
+        del arrays
+        with (staging / "files.json").open("w", encoding="utf-8") as handle:
+            json.dump({s: r.__dict__ for s, r in sorted(files.items())}, handle, indent=1)
+        self.vectors.close()
+        dense = write_dense(staging / "vectors.faiss", self.vectors, ivf_from=DENSE_IVF_FROM,
+                            nprobe=IVF_NPROBE, batch_rows=self.batch_rows)  # fmt: skip
+        if rows == 0:
+            self.keywords.add([[EMPTY_DOCUMENT]])  # bm25s cannot index no document
+        _write_bm25(staging / "bm25", self.keywords)
+        return rows, dense, dictionary
+
+    def discard_scratch(self) -> None:
+        self.chunks.abandon()
+        shutil.rmtree(self.scratch, ignore_errors=True)
 
 
-def _write_bm25(directory: Path, chunks: list[Chunk]) -> None:
-    corpus_tokens = [keyword_tokens(embedding_text(c)) or ["\x00empty"] for c in chunks]
-    import bm25s
-
-    model = bm25s.BM25()
-    if chunks:
-        model.index(corpus_tokens, show_progress=False)
-    else:
-        model.index([["\x00empty"]], show_progress=False)
-    model.save(str(directory), allow_pickle=False)
+def _write_bm25(directory: Path, keywords: KeywordPostings) -> None:
+    keywords.write(directory)
 
 
 def _fsync(path: Path) -> None:
@@ -512,16 +566,20 @@ class FilesWriter:
         embedding_dimension: int,
         on_failure: FileFailure | None = None,
     ) -> str:
-        """Files take every chunk the pipeline checked, so `on_failure` is never called."""
-        vectors = np.zeros((len(entries), embedding_dimension), dtype=np.float32)
-        for i, (_, vec) in enumerate(entries):
-            vectors[i] = vec
-        return write_index(
-            self.root,
-            chunks=[chunk for chunk, _ in entries],
-            vectors=vectors,
-            files=files,
-            manifest=manifest,
+        """Files take every chunk the pipeline checked, so `on_failure` is never called.
+        The entries go to the writer a batch at a time, never copied whole."""
+        step = write_batch_rows()
+
+        def batches() -> Iterable[tuple[list[Chunk], np.ndarray]]:
+            for start in range(0, len(entries), step):
+                batch = entries[start : start + step]
+                vectors = np.zeros((len(batch), embedding_dimension), dtype=np.float32)
+                for i, (_, vec) in enumerate(batch):
+                    vectors[i] = vec
+                yield [chunk for chunk, _ in batch], vectors
+
+        return write_index_batches(
+            self.root, batches=batches(), files=files, manifest=manifest, batch_rows=step
         )
 
 
