@@ -181,14 +181,27 @@ def _joined(text: str) -> list[str]:
 
 
 def _compared(text: str) -> list[str]:
+    """A comparison of two named things ("API keys and STS tokens") is two searches; one of
+    two common words ("arguments and parameters") is one question, usually answered where the
+    documents compare them."""
     match = _COMPARISON.match(text.strip())
     if not match:
         return []
     groups = [g for g in match.groups() if g]
     a, b = groups[0].strip(), groups[1].strip()
-    if len(a.split()) > 6 or len(b.split()) > 6:
+    opening = a[1:] if text.strip().startswith(a) else a  # "Lists vs tuples?": not a name
+    if len(a.split()) > 6 or len(b.split()) > 6 or not (_is_named(opening) and _is_named(b)):
         return []
     return [f"What is {a}?", f"What is {b}?"]
+
+
+_NAMED = re.compile(r"[A-Z]|\d|`|\w[._/()-]+\w|\w\(\)")
+"""A name, not a common word: a capital (not the question's first letter), a digit, code
+(`x.y`, `f()`, backticks) or a path."""
+
+
+def _is_named(thing: str) -> bool:
+    return _NAMED.search(thing) is not None
 
 
 def _starts_question(text: str) -> bool:

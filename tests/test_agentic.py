@@ -96,6 +96,7 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
             "What is the difference between API keys and STS tokens?",
             ["What is API keys?", "What is STS tokens?"],
         ),
+        ("Python 2 vs Python 3?", ["What is Python 2?", "What is Python 3?"]),
         (
             "Questions:\n- how do I rotate a key\n- who approves expenses",
             ["How do I rotate a key?", "Who approves expenses?"],
@@ -118,6 +119,10 @@ def test_several_questions_are_split(question: str, parts: list[str]) -> None:
         API_KEY_QUESTION,
         "Can I rotate keys and tokens at the same time?",
         "and for service accounts?",
+        # A comparison of two common words is one question (one pyfaq FAQ entry answers it).
+        "What is the difference between arguments and parameters?",
+        "Lists vs tuples?",
+        "Compare lists with tuples",
     ],
 )
 def test_a_single_question_is_never_split(question: str) -> None:
