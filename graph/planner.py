@@ -167,17 +167,39 @@ def _question_sentences(text: str) -> list[str]:
 
 
 def _joined(text: str) -> list[str]:
-    """Split at "and"/"also" before a question word, when what comes before is a question too
-    (the message starts with one, or its last sentence does: "I run stable. How do I X, and
-    why Y?")."""
+    """Split at "and"/"also" before a question word, when what comes before reads as a question
+    too (`_reads_as_question`: "I run stable. How do I X, and why Y?"). Also at ", and" before
+    a statement that leads to a question of its own ("How do I X, and I run stable; can I
+    Y?"), a comma and a question on both sides."""
     pieces = _SPLIT_JOINER.split(text)
     if len(pieces) < 2:
-        return []
-    for left in pieces[:-1]:
-        last_sentence = re.split(r"(?<=[.!?])\s+", left.strip())[-1]
-        if not (_starts_question(left) or _starts_question(last_sentence)):
+        pieces = _STATEMENT_JOINER.split(text)
+        if len(pieces) != 2 or not _asks_later(pieces[1]):
             return []
+    if not all(_reads_as_question(left) for left in pieces[:-1]):
+        return []
     return [_as_question(p) for p in pieces]
+
+
+_STATEMENT_JOINER = re.compile(r",\s*and\s+(?!also\b)", re.I)
+_CLAUSE = re.compile(r"(?<=[.!?;:,])\s+")
+
+
+def _reads_as_question(text: str) -> bool:
+    """The message or one of its clauses opens with a question word ("I have two machines;
+    how do I ..."), or it ends with one ("My threads do not run: why")."""
+    clauses = _CLAUSE.split(text.strip())
+    return any(_starts_question(c) for c in clauses) or re.search(
+        rf"\b{_QUESTION_WORD}\W*$", text, re.I
+    ) is not None
+
+
+def _asks_later(text: str) -> bool:
+    """A statement followed by its question: ends with "?", and a later sentence (not a comma's
+    clause: "and the old one, when does it expire?" is one question) opens with a question word
+    ("I run stable. Can I change to testing?", "the make fails; why?")."""
+    sentences = re.split(r"(?<=[.!?;:])\s+", text.strip())
+    return text.strip().endswith("?") and any(_starts_question(c) for c in sentences[1:])
 
 
 def _compared(text: str) -> list[str]:

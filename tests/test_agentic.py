@@ -97,6 +97,20 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
             ["What is API keys?", "What is STS tokens?"],
         ),
         ("Python 2 vs Python 3?", ["What is Python 2?", "What is Python 3?"]),
+        # The first question's question word opens a later clause, or ends it.
+        (
+            "I have two laptops; how do I sync keys, and who approves expenses?",
+            ["I have two laptops; how do I sync keys?", "Who approves expenses?"],
+        ),
+        (
+            "My VPN drops: why, and how do I rotate a key?",
+            ["My VPN drops: why?", "How do I rotate a key?"],
+        ),
+        # The second question opens with a statement, then asks.
+        (
+            "How do I rotate a key, and I am on call this week. Can I file expenses late?",
+            ["How do I rotate a key?", "I am on call this week. Can I file expenses late?"],
+        ),
         (
             "Questions:\n- how do I rotate a key\n- who approves expenses",
             ["How do I rotate a key?", "Who approves expenses?"],
@@ -123,6 +137,9 @@ def test_several_questions_are_split(question: str, parts: list[str]) -> None:
         "What is the difference between arguments and parameters?",
         "Lists vs tuples?",
         "Compare lists with tuples",
+        # A statement, a comma and "and": one question however it ends.
+        "I rotated my key, and the VPN still fails; why?",
+        "How do I rotate a key, and the old one, when it expires?",
     ],
 )
 def test_a_single_question_is_never_split(question: str) -> None:
