@@ -109,6 +109,37 @@ def part_citations(state: dict[str, Any], k: int) -> list[int] | None:
     return parts[k]["citations"] if len(parts) == 2 else None
 
 
+def two_part_pairs(
+    qrels: dict[str, dict[str, int]], pairs: int, rng: random.Random
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The shuffled question ids, and pairs of answerable questions with disjoint golds."""
+    qids = sorted(qrels)
+    rng.shuffle(qids)
+    chosen: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for a, b in zip(qids[::2], qids[1::2], strict=False):
+        if len(chosen) == pairs:
+            break
+        if set(qrels[a]) & set(qrels[b]) or a in used or b in used:
+            continue
+        chosen.append((a, b))
+        used |= {a, b}
+    return qids, chosen
+
+
+def partial_pairs(split: Any, pairs: int, rng: random.Random) -> list[tuple[str, str, bool]]:
+    """(answerable id, held-out id, whether the held-out one is asked first); call after
+    `two_part_pairs` with the same generator, as the benchmark does."""
+    answerable = list(split.answerable)
+    unanswerable = list(split.unanswerable)
+    rng.shuffle(answerable)
+    rng.shuffle(unanswerable)
+    return [
+        (known, gone, rng.random() < 0.5)
+        for known, gone in list(zip(answerable, unanswerable, strict=False))[:pairs]
+    ]
+
+
 def run_dataset(
     dataset: Path, pairs: int, seed: int, context: dict[str, Any]
 ) -> dict[str, Any]:
@@ -124,18 +155,8 @@ def run_dataset(
     rng = random.Random(seed)
     started = time.perf_counter()
 
-    # Two-part pairs of answerable questions with disjoint golds.
-    qids = sorted(qrels)
-    rng.shuffle(qids)
-    chosen: list[tuple[str, str]] = []
-    used: set[str] = set()
-    for a, b in zip(qids[::2], qids[1::2], strict=False):
-        if len(chosen) == pairs:
-            break
-        if set(qrels[a]) & set(qrels[b]) or a in used or b in used:
-            continue
-        chosen.append((a, b))
-        used |= {a, b}
+    qids, chosen = two_part_pairs(qrels, pairs, rng)
+    used = {q for pair in chosen for q in pair}
 
     single: dict[str, bool] = {}
     single_searched = 0
@@ -173,13 +194,8 @@ def run_dataset(
     # Partial pairs on the leave-gold-out index.
     split = split_questions(qrels, DEFAULT_SHARE, DEFAULT_SEED)
     heldout = str(heldout_index(dataset, prepared, split))
-    answerable = list(split.answerable)
-    unanswerable = list(split.unanswerable)
-    rng.shuffle(answerable)
-    rng.shuffle(unanswerable)
     partial = []
-    for known, gone in list(zip(answerable, unanswerable, strict=False))[:pairs]:
-        gone_first = rng.random() < 0.5
+    for known, gone, gone_first in partial_pairs(split, pairs, rng):
         order = (gone, known) if gone_first else (known, gone)
         state = ask(graph, join(queries[order[0]], queries[order[1]]), heldout, context)
         parts = state.get("parts") or []
