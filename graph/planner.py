@@ -5,8 +5,9 @@
   of its own searches.
 - `split_question`: a question with several parts becomes sub-questions: several questions
   in one message, two questions joined by "and"/"also" where the second starts with a
-  question word, a bulleted or numbered list, a comparison of two named things. It is
-  conservative: "How do I create and rotate a key?" is one question, never two.
+  question word (or by ", and" before a statement and its question), a bulleted or numbered
+  list, a comparison of two named things. It is conservative: "How do I create and rotate a
+  key?" and "What is the difference between arguments and parameters?" are one question.
 
 With a chat model the model plans instead (nodes.py); these rules are its fallback.
 """
