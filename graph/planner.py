@@ -182,6 +182,7 @@ def _joined(text: str) -> list[str]:
     return [_as_question(p) for p in pieces]
 
 
+_DANGLING = re.compile(r"[\s,;]+(?:and|also|plus|or)$", re.I)
 _STATEMENT_JOINER = re.compile(r",\s*and\s+(?!also\b)", re.I)
 _CLAUSE = re.compile(r"(?<=[.!?;:,])\s+")
 
@@ -232,7 +233,8 @@ def _starts_question(text: str) -> bool:
 
 
 def _as_question(text: str) -> str:
-    text = text.strip().rstrip(",;. ")
+    # "What is X, and and how do I Y?" splits after the second "and": drop the first.
+    text = _DANGLING.sub("", text.strip()).rstrip(",;. ")
     text = text[:1].upper() + text[1:]
     return text if text.endswith("?") else f"{text}?"
 

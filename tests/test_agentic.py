@@ -106,6 +106,11 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
             "My VPN drops: why, and how do I rotate a key?",
             ["My VPN drops: why?", "How do I rotate a key?"],
         ),
+        # A doubled conjunction leaves none behind in the first part.
+        (
+            "What is the on-call rotation, and And who approves expenses?",
+            ["What is the on-call rotation?", "Who approves expenses?"],
+        ),
         # The second question opens with a statement, then asks.
         (
             "How do I rotate a key, and I am on call this week. Can I file expenses late?",
