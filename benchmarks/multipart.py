@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import random
 import re
 import sys
@@ -108,6 +109,37 @@ def part_citations(state: dict[str, Any], k: int) -> list[int] | None:
     return parts[k]["citations"] if len(parts) == 2 else None
 
 
+def two_part_pairs(
+    qrels: dict[str, dict[str, int]], pairs: int, rng: random.Random
+) -> tuple[list[str], list[tuple[str, str]]]:
+    """The shuffled question ids, and pairs of answerable questions with disjoint golds."""
+    qids = sorted(qrels)
+    rng.shuffle(qids)
+    chosen: list[tuple[str, str]] = []
+    used: set[str] = set()
+    for a, b in zip(qids[::2], qids[1::2], strict=False):
+        if len(chosen) == pairs:
+            break
+        if set(qrels[a]) & set(qrels[b]) or a in used or b in used:
+            continue
+        chosen.append((a, b))
+        used |= {a, b}
+    return qids, chosen
+
+
+def partial_pairs(split: Any, pairs: int, rng: random.Random) -> list[tuple[str, str, bool]]:
+    """(answerable id, held-out id, whether the held-out one is asked first); call after
+    `two_part_pairs` with the same generator, as the benchmark does."""
+    answerable = list(split.answerable)
+    unanswerable = list(split.unanswerable)
+    rng.shuffle(answerable)
+    rng.shuffle(unanswerable)
+    return [
+        (known, gone, rng.random() < 0.5)
+        for known, gone in list(zip(answerable, unanswerable, strict=False))[:pairs]
+    ]
+
+
 def run_dataset(
     dataset: Path, pairs: int, seed: int, context: dict[str, Any]
 ) -> dict[str, Any]:
@@ -123,18 +155,8 @@ def run_dataset(
     rng = random.Random(seed)
     started = time.perf_counter()
 
-    # Two-part pairs of answerable questions with disjoint golds.
-    qids = sorted(qrels)
-    rng.shuffle(qids)
-    chosen: list[tuple[str, str]] = []
-    used: set[str] = set()
-    for a, b in zip(qids[::2], qids[1::2], strict=False):
-        if len(chosen) == pairs:
-            break
-        if set(qrels[a]) & set(qrels[b]) or a in used or b in used:
-            continue
-        chosen.append((a, b))
-        used |= {a, b}
+    qids, chosen = two_part_pairs(qrels, pairs, rng)
+    used = {q for pair in chosen for q in pair}
 
     single: dict[str, bool] = {}
     single_searched = 0
@@ -150,8 +172,13 @@ def run_dataset(
         state = ask(graph, join(queries[a], queries[b]), index, context)
         cited = cited_ids(state, prepared.source_to_id)
         own = [part_citations(state, k) for k in (0, 1)]
+        gold = [any(c in qrels[q] for c in cited) for q in (a, b)]
         two_part.append(
             {
+                "question": join(queries[a], queries[b]),
+                "parts": [p["question"] for p in state.get("parts") or []],
+                "gold": gold,
+                "alone": [single[a], single[b]],
                 "split": len(state.get("parts") or []) == 2,
                 "both": any(c in qrels[a] for c in cited) and any(c in qrels[b] for c in cited),
                 "each_in_own_part": all(
@@ -159,7 +186,7 @@ def run_dataset(
                     and any(c in qrels[q] for c in cited_ids(state, prepared.source_to_id, own[k]))
                     for k, q in enumerate((a, b))
                 ),
-                "parts_gold": sum(any(c in qrels[q] for c in cited) for q in (a, b)),
+                "parts_gold": sum(gold),
                 "searches": state.get("footnote_searches", 0),
             }
         )
@@ -167,13 +194,8 @@ def run_dataset(
     # Partial pairs on the leave-gold-out index.
     split = split_questions(qrels, DEFAULT_SHARE, DEFAULT_SEED)
     heldout = str(heldout_index(dataset, prepared, split))
-    answerable = list(split.answerable)
-    unanswerable = list(split.unanswerable)
-    rng.shuffle(answerable)
-    rng.shuffle(unanswerable)
     partial = []
-    for known, gone in list(zip(answerable, unanswerable, strict=False))[:pairs]:
-        gone_first = rng.random() < 0.5
+    for known, gone, gone_first in partial_pairs(split, pairs, rng):
         order = (gone, known) if gone_first else (known, gone)
         state = ask(graph, join(queries[order[0]], queries[order[1]]), heldout, context)
         parts = state.get("parts") or []
@@ -184,7 +206,10 @@ def run_dataset(
             for c in cited_ids(state, prepared.source_to_id, parts[k_known]["citations"])
         )
         partial.append({"reported": reported, "known_gold": known_gold,
-                        "both": reported and known_gold, "split": len(parts) == 2})  # fmt: skip
+                        "both": reported and known_gold, "split": len(parts) == 2,
+                        "question": join(queries[order[0]], queries[order[1]]),
+                        "held_out_first": gone_first,
+                        "parts": [(p["question"], p["covered"]) for p in parts]})  # fmt: skip
 
     conversational = []
     for i, turn in enumerate(CONVERSATIONAL):
@@ -213,6 +238,7 @@ def run_dataset(
     per_part = round(
         sum(r["parts_gold"] for r in two_part) / max(2 * len(two_part), 1), 3
     )
+    ceiling = independence_ceiling(two_part, single_rate)
     return {
         "dataset": prepared.dataset.name,
         "pairs": len(two_part),
@@ -225,6 +251,7 @@ def run_dataset(
         "two_part_each_gold_in_own_part": share(two_part, "each_in_own_part"),
         "two_part_per_part_gold_cited": per_part,
         "two_part_target": round(0.8 * single_rate, 3),
+        **ceiling,
         "two_part_mean_searches": round(
             sum(r["searches"] for r in two_part) / max(len(two_part), 1), 2
         ),
@@ -237,6 +264,30 @@ def run_dataset(
         "conversational_no_search": share(conversational, "no_search"),
         "conversational_searched": [r["turn"] for r in conversational if not r["no_search"]],
         "seconds": round(time.perf_counter() - started, 1),
+        "rows": {"two_part": two_part, "partial": partial},
+    }
+
+
+def independence_ceiling(two_part: list[dict[str, Any]], single_rate: float) -> dict[str, float]:
+    """What "both golds cited" can be when each part is answered on its own, from the pairs'
+    own data, beside the measured rate.
+
+    - `two_part_independent`: the first parts' gold-cited rate times the second parts' (the
+      both rate expected if the two parts succeed independently at their measured rates);
+    - `two_part_both_alone`: the share of pairs whose two questions each cited their gold
+      when asked alone (both parts doing exactly as well as single questions);
+    - `two_part_single_squared`: the single rate squared;
+    - `two_part_needed_per_part`: the per-part rate p at which p * p reaches the target
+      (0.8 x single), i.e. sqrt(0.8 x single).
+    """
+    n = max(len(two_part), 1)
+    first = sum(r["gold"][0] for r in two_part) / n
+    second = sum(r["gold"][1] for r in two_part) / n
+    return {
+        "two_part_independent": round(first * second, 3),
+        "two_part_both_alone": round(sum(all(r["alone"]) for r in two_part) / n, 3),
+        "two_part_single_squared": round(single_rate**2, 3),
+        "two_part_needed_per_part": round(math.sqrt(0.8 * single_rate), 3),
     }
 
 
@@ -246,6 +297,11 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("two-part: split into two parts", "two_part_split"),
         ("two-part: both golds cited", "two_part_both_gold_cited"),
         ("two-part: target (0.8 × single)", "two_part_target"),
+        ("two-part: independence ceiling (part 1 rate × part 2 rate)", "two_part_independent"),
+        ("two-part: both questions cited their gold asked alone", "two_part_both_alone"),
+        ("two-part: single rate squared", "two_part_single_squared"),
+        ("two-part: per-part rate the target needs (√(0.8 × single))",
+         "two_part_needed_per_part"),
         ("two-part: each gold cited in its own part", "two_part_each_gold_in_own_part"),
         ("two-part: per part, gold cited", "two_part_per_part_gold_cited"),
         ("partial: split into two parts", "partial_split"),
@@ -273,9 +329,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="", help="a chat model (default: offline)")
     parser.add_argument("--base-url", default="")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--rows", action="store_true", help="with --json: every pair's row")
     args = parser.parse_args(argv)
     context = {"model": args.model, "model_base_url": args.base_url} if args.model else {}
     results = [run_dataset(d, args.pairs, args.seed, context) for d in args.datasets]
+    if not args.rows:
+        for r in results:
+            r.pop("rows")
     if args.json:
         print(json.dumps(results, indent=2))
     else:

@@ -5,8 +5,9 @@
   of its own searches.
 - `split_question`: a question with several parts becomes sub-questions: several questions
   in one message, two questions joined by "and"/"also" where the second starts with a
-  question word, a bulleted or numbered list, a comparison of two named things. It is
-  conservative: "How do I create and rotate a key?" is one question, never two.
+  question word (or by ", and" before a statement and its question), a bulleted or numbered
+  list, a comparison of two named things. It is conservative: "How do I create and rotate a
+  key?" and "What is the difference between arguments and parameters?" are one question.
 
 With a chat model the model plans instead (nodes.py); these rules are its fallback.
 """
@@ -167,28 +168,64 @@ def _question_sentences(text: str) -> list[str]:
 
 
 def _joined(text: str) -> list[str]:
-    """Split at "and"/"also" before a question word, when what comes before is a question too
-    (the message starts with one, or its last sentence does: "I run stable. How do I X, and
-    why Y?")."""
+    """Split at "and"/"also" before a question word, when what comes before reads as a question
+    too (`_reads_as_question`: "I run stable. How do I X, and why Y?"). Also at ", and" before
+    a statement that leads to a question of its own ("How do I X, and I run stable; can I
+    Y?"), a comma and a question on both sides."""
     pieces = _SPLIT_JOINER.split(text)
     if len(pieces) < 2:
-        return []
-    for left in pieces[:-1]:
-        last_sentence = re.split(r"(?<=[.!?])\s+", left.strip())[-1]
-        if not (_starts_question(left) or _starts_question(last_sentence)):
+        pieces = _STATEMENT_JOINER.split(text)
+        if len(pieces) != 2 or not _asks_later(pieces[1]):
             return []
+    if not all(_reads_as_question(left) for left in pieces[:-1]):
+        return []
     return [_as_question(p) for p in pieces]
 
 
+_DANGLING = re.compile(r"[\s,;]+(?:and|also|plus|or)$", re.I)
+_STATEMENT_JOINER = re.compile(r",\s*and\s+(?!also\b)", re.I)
+_CLAUSE = re.compile(r"(?<=[.!?;:,])\s+")
+
+
+def _reads_as_question(text: str) -> bool:
+    """The message or one of its clauses opens with a question word ("I have two machines;
+    how do I ..."), or it ends with one ("My threads do not run: why")."""
+    clauses = _CLAUSE.split(text.strip())
+    return any(_starts_question(c) for c in clauses) or re.search(
+        rf"\b{_QUESTION_WORD}\W*$", text, re.I
+    ) is not None
+
+
+def _asks_later(text: str) -> bool:
+    """A statement followed by its question: ends with "?", and a later sentence (not a comma's
+    clause: "and the old one, when does it expire?" is one question) opens with a question word
+    ("I run stable. Can I change to testing?", "the make fails; why?")."""
+    sentences = re.split(r"(?<=[.!?;:])\s+", text.strip())
+    return text.strip().endswith("?") and any(_starts_question(c) for c in sentences[1:])
+
+
 def _compared(text: str) -> list[str]:
+    """A comparison of two named things ("API keys and STS tokens") is two searches; one of
+    two common words ("arguments and parameters") is one question, usually answered where the
+    documents compare them."""
     match = _COMPARISON.match(text.strip())
     if not match:
         return []
     groups = [g for g in match.groups() if g]
     a, b = groups[0].strip(), groups[1].strip()
-    if len(a.split()) > 6 or len(b.split()) > 6:
+    opening = a[1:] if text.strip().startswith(a) else a  # "Lists vs tuples?": not a name
+    if len(a.split()) > 6 or len(b.split()) > 6 or not (_is_named(opening) and _is_named(b)):
         return []
     return [f"What is {a}?", f"What is {b}?"]
+
+
+_NAMED = re.compile(r"[A-Z]|\d|`|\w[._/()-]+\w|\w\(\)")
+"""A name, not a common word: a capital (not the question's first letter), a digit, code
+(`x.y`, `f()`, backticks) or a path."""
+
+
+def _is_named(thing: str) -> bool:
+    return _NAMED.search(thing) is not None
 
 
 def _starts_question(text: str) -> bool:
@@ -196,7 +233,8 @@ def _starts_question(text: str) -> bool:
 
 
 def _as_question(text: str) -> str:
-    text = text.strip().rstrip(",;. ")
+    # "What is X, and and how do I Y?" splits after the second "and": drop the first.
+    text = _DANGLING.sub("", text.strip()).rstrip(",;. ")
     text = text[:1].upper() + text[1:]
     return text if text.endswith("?") else f"{text}?"
 

@@ -96,6 +96,26 @@ def test_questions_about_the_conversation_are_answered_from_it() -> None:
             "What is the difference between API keys and STS tokens?",
             ["What is API keys?", "What is STS tokens?"],
         ),
+        ("Python 2 vs Python 3?", ["What is Python 2?", "What is Python 3?"]),
+        # The first question's question word opens a later clause, or ends it.
+        (
+            "I have two laptops; how do I sync keys, and who approves expenses?",
+            ["I have two laptops; how do I sync keys?", "Who approves expenses?"],
+        ),
+        (
+            "My VPN drops: why, and how do I rotate a key?",
+            ["My VPN drops: why?", "How do I rotate a key?"],
+        ),
+        # A doubled conjunction leaves none behind in the first part.
+        (
+            "What is the on-call rotation, and And who approves expenses?",
+            ["What is the on-call rotation?", "Who approves expenses?"],
+        ),
+        # The second question opens with a statement, then asks.
+        (
+            "How do I rotate a key, and I am on call this week. Can I file expenses late?",
+            ["How do I rotate a key?", "I am on call this week. Can I file expenses late?"],
+        ),
         (
             "Questions:\n- how do I rotate a key\n- who approves expenses",
             ["How do I rotate a key?", "Who approves expenses?"],
@@ -118,6 +138,13 @@ def test_several_questions_are_split(question: str, parts: list[str]) -> None:
         API_KEY_QUESTION,
         "Can I rotate keys and tokens at the same time?",
         "and for service accounts?",
+        # A comparison of two common words is one question (one pyfaq FAQ entry answers it).
+        "What is the difference between arguments and parameters?",
+        "Lists vs tuples?",
+        "Compare lists with tuples",
+        # A statement, a comma and "and": one question however it ends.
+        "I rotated my key, and the VPN still fails; why?",
+        "How do I rotate a key, and the old one, when it expires?",
     ],
 )
 def test_a_single_question_is_never_split(question: str) -> None:
