@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from footnote.server.credentials import write_api_keys
-from tests.test_server import stop
+from footnote.server.langgraph_dev import stop_server as stop
 from tests.test_webui import (
     NOT_COVERED_QUESTION,
     WORKED_EXAMPLE,

@@ -419,7 +419,8 @@ def test_served_threads_survive_a_restart_in_postgres(
     from langgraph_sdk import get_sync_client
 
     from footnote.server.langgraph_dev import server_command, server_config, server_environment
-    from tests.test_server import HOST, free_port, stop, wait_until_ready
+    from footnote.server.langgraph_dev import stop_server as stop
+    from tests.test_server import HOST, free_port, wait_until_ready
 
     config = server_config(directory=tmp_path, postgres_checkpoints=True)
     env = server_environment(index_dir=str(handbook_index), checkpoint_url=pg_server.url)

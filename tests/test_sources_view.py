@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from footnote.ingest.pipeline import ingest
+from footnote.server.langgraph_dev import stop_server as stop
 from tests.conftest import HANDBOOK
-from tests.test_server import stop
 from tests.test_webui import Page, chromium, require_browser, sign_in, start_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]

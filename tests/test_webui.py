@@ -23,8 +23,9 @@ from footnote.server.langgraph_dev import (
     server_environment,
     wait_until_serving,
 )
+from footnote.server.langgraph_dev import stop_server as stop
 from tests.conftest import REPO
-from tests.test_server import HOST, free_port, stop
+from tests.test_server import HOST, free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.browser]
 
