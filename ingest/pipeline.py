@@ -681,34 +681,41 @@ def update_index(
             summary.version = previous.version
             return summary
 
-        # Every chunk of the new version with its vector: an array, or STORED.
-        kept: list[tuple[Chunk, Any]] = []
-        for part in parts:
-            if isinstance(part, list):
-                kept.extend(part)
-                continue
-            ids, unchanged, source = part
-            assert previous is not None
-            reused = previous.lookup(ids, unchanged is None)
-            if reused is not None:
-                kept.extend(reused)
-            elif unchanged is not None:  # its chunks are missing from the index: chunk it again
-                summary.unchanged.remove(source)
-                claimed.difference_update(ids)
-                record = files.pop(source)
-                data = unchanged.read()
-                again = chunk_file(unchanged, source, data, record.sha256, True)
-                embed_pending()
-                kept.extend(again or [])
+        def new_version() -> Iterator[tuple[Chunk, Any]]:
+            """Every chunk of the new version with its vector (an array, or STORED), one
+            document at a time as the backend writes them: a kept document's chunks are read
+            from the live version only when their turn comes, and a fresh document's are let
+            go once handed over, so the run never holds the whole index."""
+            for part in parts:
+                if isinstance(part, list):
+                    entries, part[:] = list(part), []
+                else:
+                    ids, unchanged, source = part
+                    assert previous is not None
+                    reused = previous.lookup(ids, unchanged is None)
+                    if reused is not None:
+                        entries = reused
+                    elif unchanged is None:
+                        continue
+                    else:  # its chunks are missing from the index: chunk it again
+                        summary.unchanged.remove(source)
+                        claimed.difference_update(ids)
+                        record = files.pop(source)
+                        again = chunk_file(
+                            unchanged, source, unchanged.read(), record.sha256, True
+                        )
+                        embed_pending()
+                        entries = again or []
+                summary.chunks += len(entries)
+                yield from entries
 
-        summary.chunks = len(kept)
         if live is None and not files and summary.failed:
             # Nothing could be read into a new index: publish nothing rather than an empty one.
             nothing = True
         else:
             nothing = False
             summary.version = backend.publish(
-                entries=kept,
+                entries=new_version(),
                 files=files,
                 manifest=manifest_settings,
                 embedding_dimension=model.dimension,

@@ -8,7 +8,7 @@ relevance features and reranking are written once, above the store, in `footnote
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -49,14 +49,15 @@ class IndexWriter(Protocol):
     def publish(
         self,
         *,
-        entries: list[tuple[Chunk, Any]],
+        entries: Iterable[tuple[Chunk, Any]],
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
         on_failure: FileFailure | None = None,
     ) -> str:
         """Make exactly `entries` the live index, atomically; returns the new version. A
-        source whose chunks the backend refuses is left out and reported to `on_failure`."""
+        source whose chunks the backend refuses is left out and reported to `on_failure`.
+        `entries` is read once, in order: ingest hands them over as it reads them."""
 
     def writer(self) -> AbstractContextManager[None]:
         """Held by ingest from reading the live version to publishing: one writer at a time."""

@@ -27,6 +27,7 @@ It is written a batch of $FOOTNOTE_WRITE_BATCH chunks at a time and never held w
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shutil
@@ -560,19 +561,19 @@ class FilesWriter:
     def publish(
         self,
         *,
-        entries: list[tuple[Chunk, Any]],
+        entries: Iterable[tuple[Chunk, Any]],
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
         on_failure: FileFailure | None = None,
     ) -> str:
         """Files take every chunk the pipeline checked, so `on_failure` is never called.
-        The entries go to the writer a batch at a time, never copied whole."""
+        The entries go to the writer a batch at a time as they are read, never whole."""
         step = write_batch_rows()
 
         def batches() -> Iterable[tuple[list[Chunk], np.ndarray]]:
-            for start in range(0, len(entries), step):
-                batch = entries[start : start + step]
+            stream = iter(entries)
+            while batch := list(itertools.islice(stream, step)):
                 vectors = np.zeros((len(batch), embedding_dimension), dtype=np.float32)
                 for i, (_, vec) in enumerate(batch):
                     vectors[i] = vec

@@ -20,7 +20,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
@@ -291,13 +291,14 @@ class PostgresWriter:
     def publish(
         self,
         *,
-        entries: list[tuple[Chunk, Any]],
+        entries: Iterable[tuple[Chunk, Any]],
         files: dict[str, FileRecord],
         manifest: dict[str, Any],
         embedding_dimension: int,
         on_failure: FileFailure | None = None,
     ) -> str:
         where = self.where
+        entries = list(entries)  # kept rows are ids only; the fresh ones go in one transaction
         version = (
             time.strftime("v%Y%m%dT%H%M%S", time.gmtime())
             + f"-{os.getpid()}-"

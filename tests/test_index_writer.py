@@ -282,3 +282,51 @@ def test_batch_setting_must_be_a_positive_number(monkeypatch: pytest.MonkeyPatch
         write_batch_rows()
     monkeypatch.delenv("FOOTNOTE_WRITE_BATCH")
     assert write_batch_rows() == store.DEFAULT_WRITE_BATCH
+
+
+def test_ingest_hands_the_writer_one_document_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a file to a live index: each kept document's chunks are read from the live
+    version only when the writer reaches them, batches are written in between, and nothing
+    changes in what is published."""
+    from footnote.ingest import pipeline
+    from footnote.models import embedding_choice
+    from tests.counting_embedder import CountingEmbeddings
+    from tests.test_embedding_cache import make_corpus
+
+    model = CountingEmbeddings()
+    monkeypatch.setattr(embedding_choice, "load_embeddings", lambda spec="": model)
+    monkeypatch.setenv("FOOTNOTE_WRITE_BATCH", "3")
+    docs, index = make_corpus(tmp_path / "docs", pages=6), tmp_path / "index"
+    pipeline.ingest([docs], index)
+    (docs / "page99.md").write_text("# New page\n\n## Only part\n\nfresh words here\n")
+
+    events: list[str] = []
+    original_lookup, original_write = store._faiss_lookup, store.write_index_batches
+
+    def counting_lookup(root: Path, version: str) -> Any:
+        lookup = original_lookup(root, version)
+
+        def logged(ids: list[str], partial: bool) -> Any:
+            events.append("lookup")
+            return lookup(ids, partial)
+
+        return logged
+
+    def counting_write(root: Path, *, batches: Any, **rest: Any) -> str:
+        def logged() -> Any:
+            for batch in batches:
+                events.append("batch")
+                yield batch
+
+        return original_write(root, batches=logged(), **rest)
+
+    monkeypatch.setattr(store, "_faiss_lookup", counting_lookup)
+    monkeypatch.setattr(store, "write_index_batches", counting_write)
+    summary = pipeline.ingest([docs], index)
+    assert summary.added == ["page99.md"] and len(summary.unchanged) == 6
+    assert events.count("lookup") == 6, "one read of the live version per kept document"
+    assert events.index("batch") < len(events) - 1 - events[::-1].index("lookup"), events
+    live = store.load_index(index)
+    assert live is not None and summary.chunks == 6 * 4 + 1 == len(live.chunk_ids())
