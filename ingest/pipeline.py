@@ -22,6 +22,7 @@ from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
+from footnote.ingest.spool import FreshSpool
 from footnote.models.cached import embed_with_cache
 from footnote.models.embedding_choice import (
     EmbeddingsSetting,
@@ -31,6 +32,7 @@ from footnote.models.embedding_choice import remember as remember_embeddings
 from footnote.models.embedding_choice import remembered as remembered_embeddings
 from footnote.store.backends import is_postgres, open_writer
 from footnote.store.embedding_cache import EmbeddingCache, prune_cache
+from footnote.store.files import write_batch_rows
 from footnote.store.text import embedding_text
 from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
 
@@ -399,7 +401,8 @@ def update_index(
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     summary = IngestSummary(index=str(index_dir))
     cache = EmbeddingCache(index_dir)
-    with backend.writer(), contextlib.closing(cache):
+    spool = FreshSpool(model.dimension)
+    with backend.writer(), contextlib.closing(cache), contextlib.closing(spool):
         live = backend.previous()
         remembered = read_roots(live.manifest if live is not None else None)
         if default_access is None:
@@ -498,14 +501,15 @@ def update_index(
         # Every document's chunks for the new version, in order: fresh ones with vectors, or
         # the chunk ids of a kept document, whose chunks and vectors are looked up only if a
         # new version is written (an ingest with nothing to do never reads them).
-        parts: list[list[tuple[Chunk, Any]] | tuple[list[str], Candidate | None, str]] = []
+        parts: list[_Fresh | tuple[list[str], Candidate | None, str]] = []
         claimed: set[str] = set()  # chunk ids already in `parts`: a second claim is refused
         old_files = previous.files if previous is not None else {}
         ambiguous = _ambiguous_ids(old_files)
         by_origin = {(r.root, r.origin): s for s, r in old_files.items() if r.root}
         names: set[str] = set()
         chunkers: list[Chunker] = []
-        pending: dict[str, tuple[FileBudget, list[tuple[Chunk, Any]]]] = {}
+        pending: dict[str, tuple[FileBudget, _Fresh]] = {}
+        flush_rows = write_batch_rows()  # embed and spool what waits once it reaches this
 
         def name_for(item: Candidate) -> str:
             """Its name in the last version if it had one; else its own name unless another
@@ -529,7 +533,7 @@ def update_index(
 
         def chunk_file(
             item: Candidate, source: str, data: bytes, digest: str, known: bool
-        ) -> list[tuple[Chunk, Any]] | None:
+        ) -> _Fresh | None:
             """Parse and chunk one new or changed document inside its time budget, which
             its embedding (`embed_pending`) spends the rest of; None (and a reason) if it
             fails."""
@@ -569,20 +573,20 @@ def update_index(
                 access=access,
             )
             (summary.updated if known else summary.added).append(source)
-            part: list[tuple[Chunk, Any]] = [(chunk, None) for chunk in chunks]
-            pending[source] = (budget, part)
-            return part
+            fresh = _Fresh(source, chunks)
+            pending[source] = (budget, fresh)
+            return fresh
 
         def embed_pending() -> None:
             """Embed every document chunked since the last call, one document at a time in
-            what is left of its budget. A document over budget fails whole: its record and
-            chunks are dropped and its last good version, if any, stays."""
-            total = sum(len(part) for _, part in pending.values())
-            done = 0
-            for source, (budget, part) in pending.items():
+            what is left of its budget, and spool it for the writer. A document over budget
+            fails whole: its record and chunks are dropped and its last good version, if
+            any, stays."""
+            total = summary.embedded_chunks + sum(len(f.chunks) for _, f in pending.values())
+            for source, (budget, fresh) in pending.items():
                 try:
                     with budget.running():
-                        vectors, embedded = _embed(model, [c for c, _ in part], budget, cache)
+                        vectors, embedded = _embed(model, fresh.chunks, budget, cache)
                     summary.embedded_texts += embedded
                 except TimeBudgetExceeded as exc:
                     summary.failed[source] = str(exc)
@@ -591,14 +595,14 @@ def update_index(
                         if source in listed:
                             listed.remove(source)
                     files.pop(source, None)
-                    claimed.difference_update(chunk.id for chunk, _ in part)
-                    part.clear()
+                    claimed.difference_update(chunk.id for chunk in fresh.chunks)
+                    fresh.chunks = []
                     continue
-                part[:] = list(zip([chunk for chunk, _ in part], vectors, strict=True))
-                summary.embedded_chunks += len(part)
-                done += len(part)
+                spool.put(source, fresh.chunks, vectors)
+                fresh.spooled, fresh.chunks = len(fresh.chunks), []
+                summary.embedded_chunks += fresh.spooled
                 if progress:
-                    progress("embed", done, total)
+                    progress("embed", summary.embedded_chunks, total)
             pending.clear()
 
         def keep(source: str, record: FileRecord, item: Candidate | None) -> None:
@@ -648,6 +652,8 @@ def update_index(
             fresh = chunk_file(item, source, data, digest, old is not None)
             if fresh is not None:
                 parts.append(fresh)
+                if sum(len(f.chunks) for _, f in pending.values()) >= flush_rows:
+                    embed_pending()  # the run's fresh work waits on disk, not in memory
 
         embed_pending()
         for source, record in sorted(old_files.items()):
@@ -675,7 +681,7 @@ def update_index(
             or registry_dicts != [r.to_dict() for r in remembered]
             or failures != (live.manifest.get("failures") or {})
         )
-        fresh_parts = any(isinstance(part, list) and part for part in parts)
+        fresh_parts = any(isinstance(part, _Fresh) and part.spooled for part in parts)
         if previous is not None and not (changed_registry or summary.deleted or fresh_parts):
             summary.chunks = sum(len(part[0]) for part in parts if isinstance(part, tuple))
             summary.version = previous.version
@@ -684,11 +690,12 @@ def update_index(
         def new_version() -> Iterator[tuple[Chunk, Any]]:
             """Every chunk of the new version with its vector (an array, or STORED), one
             document at a time as the backend writes them: a kept document's chunks are read
-            from the live version only when their turn comes, and a fresh document's are let
-            go once handed over, so the run never holds the whole index."""
+            from the live version, and a fresh one's from the spool, only when their turn
+            comes, so the run never holds the whole index."""
             for part in parts:
-                if isinstance(part, list):
-                    entries, part[:] = list(part), []
+                entries: list[tuple[Chunk, Any]]
+                if isinstance(part, _Fresh):
+                    entries = spool.take(part.source) if part.spooled else []
                 else:
                     ids, unchanged, source = part
                     assert previous is not None
@@ -705,7 +712,7 @@ def update_index(
                             unchanged, source, unchanged.read(), record.sha256, True
                         )
                         embed_pending()
-                        entries = again or []
+                        entries = spool.take(source) if again and again.spooled else []
                 summary.chunks += len(entries)
                 yield from entries
 
@@ -732,6 +739,16 @@ def update_index(
         with contextlib.suppress(OSError):
             folder.rmdir()
     return summary
+
+
+@dataclass
+class _Fresh:
+    """A new or changed document of this run: its chunks until they are embedded, then how
+    many of them wait in the run's spool for the writer."""
+
+    source: str
+    chunks: list[Chunk]
+    spooled: int = 0
 
 
 def _embed(

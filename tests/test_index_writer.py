@@ -330,3 +330,43 @@ def test_ingest_hands_the_writer_one_document_at_a_time(
     assert events.index("batch") < len(events) - 1 - events[::-1].index("lookup"), events
     live = store.load_index(index)
     assert live is not None and summary.chunks == 6 * 4 + 1 == len(live.chunk_ids())
+
+
+def test_a_runs_fresh_work_waits_on_disk_not_in_memory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A first ingest embeds and spools its documents whenever a writer batch of chunks is
+    waiting, while it is still reading; the index it publishes is the one it would publish
+    holding everything."""
+    from footnote.ingest import pipeline, spool
+    from footnote.models import embedding_choice
+    from tests.counting_embedder import CountingEmbeddings
+    from tests.test_embedding_cache import make_corpus
+
+    model = CountingEmbeddings()
+    monkeypatch.setattr(embedding_choice, "load_embeddings", lambda spec="": model)
+    docs = make_corpus(tmp_path / "docs", pages=6)  # 6 documents of 4 chunks
+    events: list[str] = []
+    waiting: list[int] = []
+    put = spool.FreshSpool.put
+
+    def logged_put(self: spool.FreshSpool, source: str, chunks: Any, vectors: Any) -> None:
+        waiting.append(len(chunks))
+        put(self, source, chunks, vectors)
+
+    monkeypatch.setattr(spool.FreshSpool, "put", logged_put)
+    monkeypatch.setenv("FOOTNOTE_WRITE_BATCH", "8")
+    small = pipeline.ingest(
+        [docs], tmp_path / "small", progress=lambda phase, done, total: events.append(phase)
+    )
+    last_parse = len(events) - 1 - events[::-1].index("parse")
+    assert events.index("embed") < last_parse, "embedding began while documents were read"
+    assert waiting == [4] * 6 and small.embedded_chunks == 24
+
+    monkeypatch.setenv("FOOTNOTE_WRITE_BATCH", "10000")
+    whole = pipeline.ingest([docs], tmp_path / "whole")
+    a, b = store.load_index(tmp_path / "small"), store.load_index(tmp_path / "whole")
+    assert a is not None and b is not None and whole.chunks == small.chunks == 24
+    assert a.chunk_ids() == b.chunk_ids()
+    assert a.read_chunks(range(24)) == b.read_chunks(range(24))
+    assert np.array_equal(a.all_vectors(), b.all_vectors())
