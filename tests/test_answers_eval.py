@@ -213,3 +213,20 @@ def test_answers_with_a_chat_model(
     assert result["context"]["model"] == "openai:stub-model"
     assert asked >= 3 * 4, "every question went through the model's agent, grading and answer"
     assert result["unanswerable_not_covered"] == result["answerable_wrongly_not_covered"] == 1.0
+
+
+def test_held_out_copy_follows_the_datasets_index(dataset: Path) -> None:
+    """A held-out copy made from an older version of the dataset's index (the dataset was
+    re-prepared, or copied elsewhere with its indexes) is made again, not reused stale."""
+    from footnote.evaluation.answers import heldout_index
+    from footnote.evaluation.retrieval import prepare_index
+
+    split = split_questions(load_beir(dataset).qrels, 0.5, seed=3)
+    first = heldout_index(dataset, prepare_index(dataset), split)
+    before = indexed_files(first)
+    with (dataset / "corpus.jsonl").open("a", encoding="utf-8") as corpus:
+        corpus.write(json.dumps({"_id": "late", "title": "Late", "text": "A late passage."}))
+        corpus.write("\n")
+    again = heldout_index(dataset, prepare_index(dataset), split)
+    assert again == first
+    assert len(indexed_files(again)) == len(before) + 1, "the new passage is in the copy"

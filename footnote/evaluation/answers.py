@@ -75,20 +75,34 @@ def split_questions(
 
 def heldout_index(dataset_dir: str | Path, prepared: PreparedIndex, split: Split) -> Path:
     """The dataset's index without the removed passages: a copy of it, from which they are
-    removed (`footnote remove`: the copy's other documents stay as they are)."""
+    removed (`footnote remove`: the copy's other documents stay as they are). The copy is
+    made again whenever the dataset's index has another version than the one it was copied
+    from (a re-prepared or moved dataset), so it never holds a stale corpus."""
     if is_postgres(prepared.index_dir):
         raise ValueError("--answers needs a directory index (it copies it to hold passages out)")
     root = Path(dataset_dir)
     tag = f"heldout-s{split.seed}-p{round(split.share * 100)}"
     target = root / f".footnote-index-{tag}"
-    if current_version(target) is None:
+    stamp = {
+        "dataset": str(root.resolve()),
+        "copied_from": current_version(Path(prepared.index_dir)),
+    }
+    if current_version(target) is None or _marker(target) != stamp:
         if target.exists():
             shutil.rmtree(target)
         shutil.copytree(Path(prepared.index_dir), target, symlinks=False)
-    (target / EVAL_MARKER).write_text(json.dumps({"dataset": str(root.resolve())}) + "\n", "utf-8")
+    (target / EVAL_MARKER).write_text(json.dumps(stamp) + "\n", "utf-8")
     held_out = sorted(passage_filename(doc_id) for doc_id in split.removed_passages)
     remove(target, [glob.escape(name) for name in held_out])
     return target
+
+
+def _marker(index_dir: Path) -> Any:
+    """What the harness recorded in an index it made; None if unreadable."""
+    try:
+        return json.loads((index_dir / EVAL_MARKER).read_text("utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 AnswerFn = Callable[[str, str], dict[str, Any]]
