@@ -230,3 +230,19 @@ def test_held_out_copy_follows_the_datasets_index(dataset: Path) -> None:
     again = heldout_index(dataset, prepare_index(dataset), split)
     assert again == first
     assert len(indexed_files(again)) == len(before) + 1, "the new passage is in the copy"
+
+
+def test_a_dataset_moved_with_its_index_holds_each_passage_once(
+    dataset: Path, tmp_path: Path
+) -> None:
+    """Copied elsewhere with its index, the dataset's docs are a new root: the old one is
+    removed, so the index holds each passage once, under its own name."""
+    from footnote.evaluation.retrieval import prepare_index
+
+    prepare_index(dataset)
+    moved = tmp_path / "moved"
+    shutil.copytree(dataset, moved)
+    prepared = prepare_index(moved)
+    names = indexed_files(moved / ".footnote-index")
+    assert len(names) == len(load_beir(moved).corpus) == len(prepared.source_to_id)
+    assert names == set(prepared.source_to_id)

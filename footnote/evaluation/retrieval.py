@@ -173,6 +173,22 @@ def _check_owned(index: str | Path, dataset_dir: Path, passages: set[str]) -> No
     marker.write_text(json.dumps({"dataset": str(dataset_dir.resolve())}) + "\n", "utf-8")
 
 
+def _forget_other_roots(index: str | Path, docs_dir: Path) -> None:
+    """The index holds this dataset's passages and nothing else: a dataset reached by
+    another path (copied with its index, or through a symlink) would otherwise be added as a
+    second root beside the first, its passages twice. The other roots are removed first; the
+    embedding cache spares re-embedding what they held."""
+    from footnote.ingest.corpus import remove
+    from footnote.ingest.roots import read_roots, root_for
+    from footnote.store.backends import open_writer
+
+    live = open_writer(index).previous()
+    ours = root_for(docs_dir).id
+    others = [r.id for r in read_roots(live.manifest if live else None) if r.id != ours]
+    if others:
+        remove(index, others)
+
+
 def prepare_index(
     dataset_dir: str | Path,
     index_dir: str | Path | None = None,
@@ -193,6 +209,7 @@ def prepare_index(
     )
     from footnote.ingest.pipeline import ingest
 
+    _forget_other_roots(target, docs_dir)
     summary = ingest([docs_dir], target, progress=progress)
     return PreparedIndex(
         dataset=dataset, index_dir=target, source_to_id=source_to_id, summary=summary
