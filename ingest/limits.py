@@ -76,6 +76,12 @@ class FileBudget:
         if self.seconds > 0 and self.remaining() <= 0:
             raise TimeBudgetExceeded(self.reason())
 
+    def charge(self, seconds: float) -> bool:
+        """Count work done for this file among others' (embedding several files' texts in
+        one step); False once it is over its budget."""
+        self.spent += seconds
+        return self.seconds <= 0 or self.remaining() > 0
+
     def reason(self) -> str:
         return (
             f"time budget exceeded: parsing, chunking and embedding took more than "

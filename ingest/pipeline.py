@@ -23,7 +23,7 @@ from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.ingest.spool import FreshSpool
-from footnote.models.cached import embed_with_cache
+from footnote.models.cached import embed_together, embed_with_cache
 from footnote.models.embedding_choice import (
     EmbeddingsSetting,
     as_index_embeddings,
@@ -578,11 +578,17 @@ def update_index(
             return fresh
 
         def embed_pending() -> None:
-            """Embed every document chunked since the last call, one document at a time in
-            what is left of its budget, and spool it for the writer. A document over budget
-            fails whole: its record and chunks are dropped and its last good version, if
-            any, stays."""
-            total = summary.embedded_chunks + sum(len(f.chunks) for _, f in pending.values())
+            """Embed every document chunked since the last call, their texts together
+            (shortest first, each step charged to the documents it served), then spool each
+            document for the writer. A document over budget fails whole: its record and
+            chunks are dropped and its last good version, if any, stays."""
+            summary.embedded_texts += embed_together(
+                model,
+                {s: [embedding_text(c) for c in f.chunks] for s, (_, f) in pending.items()},
+                cache,
+                charge=lambda source, seconds: pending[source][0].charge(seconds),
+                progress=progress,
+            )
             for source, (budget, fresh) in pending.items():
                 try:
                     with budget.running():
@@ -601,8 +607,6 @@ def update_index(
                 spool.put(source, fresh.chunks, vectors)
                 fresh.spooled, fresh.chunks = len(fresh.chunks), []
                 summary.embedded_chunks += fresh.spooled
-                if progress:
-                    progress("embed", summary.embedded_chunks, total)
             pending.clear()
 
         def keep(source: str, record: FileRecord, item: Candidate | None) -> None:

@@ -4,7 +4,8 @@ once, so a killed run's work is kept for the next."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -53,3 +54,54 @@ def embed_with_cache(
     for row, key in enumerate(keys):
         out[row] = vectors[key]
     return out, len(missing)
+
+
+def embed_together(
+    model: Any,
+    texts_by_owner: Mapping[str, Sequence[str]],
+    cache: EmbeddingCache,
+    charge: Callable[[str, float], bool],
+    progress: Callable[[str, int, int], None] | None = None,
+) -> int:
+    """Put into the cache every text the owners (an ingest's documents) need and it lacks,
+    shortest first across all of them, and return how many were embedded.
+
+    Per document, short and long chunks share each step and are padded to the longest; across
+    documents, each step holds texts of about one length. Each step's time is charged to the
+    owners of its texts in proportion to their tokens; once `charge` says an owner is over
+    its budget (False), the texts only it needs leave the queue."""
+    owners: dict[bytes, set[str]] = {}
+    text_of: dict[bytes, str] = {}
+    for owner, texts in texts_by_owner.items():
+        for text in texts:
+            key = cache_key(model.model_id, text)
+            owners.setdefault(key, set()).add(owner)
+            text_of[key] = text
+    if not owners:
+        return 0  # nothing to embed: the cache is not even opened
+    held = cache.get(list(owners), model.dimension)
+    tokens = {key: max(1, model.count_tokens(text_of[key])) for key in owners if key not in held}
+    order = sorted(tokens, key=tokens.__getitem__)
+    group = int(getattr(model, "ingest_group", DEFAULT_GROUP))
+    over: set[str] = set()
+    done = 0
+    while order:
+        batch = [key for key in order[:group] if owners[key] - over]
+        order = order[group:]
+        if not batch:
+            continue
+        started = time.monotonic()
+        embedded = np.asarray(model.embed_array([text_of[k] for k in batch]), dtype=np.float32)
+        cache.put(batch, embedded)
+        elapsed = time.monotonic() - started
+        done += len(batch)
+        total_tokens = sum(tokens[key] for key in batch)
+        share: dict[str, float] = {}
+        for key in batch:
+            alive = owners[key] - over
+            for owner in alive:
+                share[owner] = share.get(owner, 0.0) + tokens[key] / len(alive) / total_tokens
+        over.update(owner for owner, part in share.items() if not charge(owner, elapsed * part))
+        if progress:
+            progress("embed", done, done + len(order))
+    return done

@@ -229,3 +229,22 @@ def test_cache_command_shows_prunes_and_refuses_a_damaged_cache(
     assert main(["cache", "--index", str(tmp_path / "absent")]) == 2
     assert "no index at" in capsys.readouterr().err
     assert not (tmp_path / "absent").exists()
+
+
+def test_documents_are_embedded_together_shortest_first(
+    tmp_path: Path, counting: CountingEmbeddings
+) -> None:
+    """Each document mixes a short and a long section. Embedded one document at a time,
+    every step would pad a short text to a long one; together, each step (4 texts) holds
+    texts of one length."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for name in ("a", "b", "c", "d"):
+        long_text = " ".join(f"{name}long{i}" for i in range(60))
+        (docs / f"{name}.md").write_text(
+            f"# {name}\n\n## Short\n\n{name} brief.\n\n## Long\n\n{long_text}\n"
+        )
+    summary = pipeline.ingest([docs], tmp_path / "index")
+    assert summary.embedded_texts == 8 and len(counting.calls) == 2
+    lengths = [sorted(counting.count_tokens(t) for t in call) for call in counting.calls]
+    assert max(lengths[0]) < min(lengths[1]), lengths
