@@ -31,13 +31,13 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 
 from multipart import cited_ids, join, partial_pairs, two_part_pairs  # noqa: E402
 
-from footnote.answers_eval import (  # noqa: E402
+from footnote.evaluation.answers import (  # noqa: E402
     DEFAULT_SEED,
     DEFAULT_SHARE,
     heldout_index,
     split_questions,
 )
-from footnote.evaluate import prepare_index  # noqa: E402
+from footnote.evaluation.retrieval import prepare_index  # noqa: E402
 
 Evidence = tuple[float, float]
 """A part's (best kept grade, best keyword coverage of a kept passage); (0, 0): none kept."""
