@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import html, markdown, office, pdf, text
+from footnote.ingest.parsers import html, markdown, office, pdf, sheets, structured, text
 
 __all__ = [
     "PARSERS",
@@ -39,6 +39,10 @@ PARSERS: dict[str, Parser] = {
     **dict.fromkeys(text.TEXT_SUFFIXES, text.parse_text),
     **dict.fromkeys(office.DOCX_SUFFIXES, office.parse_docx),
     **dict.fromkeys(office.PPTX_SUFFIXES, office.parse_pptx),
+    **dict.fromkeys(sheets.CSV_SUFFIXES, sheets.parse_csv),
+    **dict.fromkeys(sheets.XLSX_SUFFIXES, sheets.parse_xlsx),
+    **dict.fromkeys(structured.JSON_SUFFIXES, structured.parse_json),
+    **dict.fromkeys(structured.JSONL_SUFFIXES, structured.parse_jsonl),
 }
 """The suffix registry: lower-case suffix to the parser for that format."""
 
