@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 import stat
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import html, markdown, office, pdf, sheets, structured, text
+from footnote.ingest.parsers import html, mail, markdown, office, pdf, sheets, structured, text
 
 __all__ = [
     "PARSERS",
@@ -45,6 +46,12 @@ PARSERS: dict[str, Parser] = {
     **dict.fromkeys(structured.JSONL_SUFFIXES, structured.parse_jsonl),
 }
 """The suffix registry: lower-case suffix to the parser for that format."""
+PARSERS.update(
+    {  # e-mail reads its attachments with the registry itself
+        **dict.fromkeys(mail.EML_SUFFIXES, partial(mail.parse_eml, parsers=PARSERS)),
+        **dict.fromkeys(mail.MBOX_SUFFIXES, partial(mail.parse_mbox, parsers=PARSERS)),
+    }
+)
 
 SUPPORTED_SUFFIXES: frozenset[str] = frozenset(PARSERS)
 """Lower-case suffixes `parse_file` handles. Files without a suffix are read as text too."""
