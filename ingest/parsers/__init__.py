@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import html, mail, markdown, office, pdf, sheets, structured, text
+from footnote.ingest.parsers import epub, html, mail, markdown, office, pdf, sheets, structured, text
 
 __all__ = [
     "PARSERS",
@@ -44,6 +44,7 @@ PARSERS: dict[str, Parser] = {
     **dict.fromkeys(sheets.XLSX_SUFFIXES, sheets.parse_xlsx),
     **dict.fromkeys(structured.JSON_SUFFIXES, structured.parse_json),
     **dict.fromkeys(structured.JSONL_SUFFIXES, structured.parse_jsonl),
+    **dict.fromkeys(epub.SUFFIXES, epub.parse),
 }
 """The suffix registry: lower-case suffix to the parser for that format."""
 PARSERS.update(

@@ -5,8 +5,10 @@ members, too many bytes unpacked in all, or a member that would inflate far past
 compressed size. The declared sizes are enough: Python's zipfile never yields more than a
 member declares (a lying header ends in a CRC error). XML is parsed with entities left
 unexpanded, no DTD loaded, nothing fetched from the network and libxml2's default size
-limits (no `huge_tree`); a document declaring entities is refused outright, since none of
-these formats needs one and an entity bomb is what such a declaration is for.
+limits (no `huge_tree`); a document declaring entities (or any internal DTD subset) is
+refused outright, since none of these formats needs one and an entity bomb is what such a
+declaration is for. A bare `<!DOCTYPE html>` or a public DTD's name (EPUB chapters and NCX
+files carry them) is harmless with no DTD loaded, and allowed.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ MAX_RATIO = 200
 """How many times its compressed size one member may inflate to (text compresses ~10×)."""
 RATIO_FLOOR = 1_000_000
 """Members smaller than this unpacked are not held to the ratio: tiny files compress oddly."""
-_DECLARATION = re.compile(rb"<!\s*(?:DOCTYPE|ENTITY)", re.IGNORECASE)
+_DECLARATION = re.compile(rb"<!\s*ENTITY|<!\s*DOCTYPE[^>\[]*\[", re.IGNORECASE)
 PROLOG_SCAN = 65_536
 """Bytes read from each XML member to find a DOCTYPE before its root element."""
 
@@ -68,7 +70,7 @@ def read_member(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
 
 
 def refuse_xml_declarations(archive: zipfile.ZipFile, kind: str) -> None:
-    """Refuse any XML member whose prolog holds a DOCTYPE or ENTITY declaration, before a
+    """Refuse any XML member whose prolog declares entities or a DTD subset, before a
     library (python-docx, openpyxl) parses it with settings not ours."""
     for member in archive.infolist():
         if not member.filename.lower().endswith((".xml", ".rels", ".opf", ".ncx", ".xhtml")):
@@ -79,7 +81,7 @@ def refuse_xml_declarations(archive: zipfile.ZipFile, kind: str) -> None:
         except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError) as exc:
             raise ParseError(f"{kind}: cannot unpack {member.filename} ({exc})") from exc
         if _DECLARATION.search(_prolog(head)):
-            raise ParseError(f"{kind}: {member.filename} declares a DOCTYPE or entities (refused)")
+            raise ParseError(f"{kind}: {member.filename} declares entities (refused)")
 
 
 def _prolog(head: bytes) -> bytes:
@@ -101,10 +103,15 @@ _PARSER_OPTIONS: dict[str, Any] = {
 }
 
 
+def refuse_declarations(data: bytes, what: str) -> None:
+    """Refuse one XML or XHTML document that declares entities or a DTD subset."""
+    if _DECLARATION.search(_prolog(data[:PROLOG_SCAN])):
+        raise ParseError(f"{what} declares entities (refused)")
+
+
 def parse_xml(data: bytes, what: str) -> Any:
     """The root element of one XML document, parsed safely (see the module docstring)."""
-    if _DECLARATION.search(_prolog(data[:PROLOG_SCAN])):
-        raise ParseError(f"{what} declares a DOCTYPE or entities (refused)")
+    refuse_declarations(data, what)
     try:
         root = etree.fromstring(data, parser=etree.XMLParser(**_PARSER_OPTIONS))
     except etree.XMLSyntaxError as exc:
