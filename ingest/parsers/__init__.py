@@ -18,7 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import epub, html, mail, markdown, office, pdf, sheets, structured, text
+from footnote.ingest.parsers import epub, html, mail, markdown, ocr, office, pdf, sheets, structured, text
 
 __all__ = [
     "PARSERS",
@@ -45,6 +45,7 @@ PARSERS: dict[str, Parser] = {
     **dict.fromkeys(structured.JSON_SUFFIXES, structured.parse_json),
     **dict.fromkeys(structured.JSONL_SUFFIXES, structured.parse_jsonl),
     **dict.fromkeys(epub.SUFFIXES, epub.parse),
+    **dict.fromkeys(ocr.IMAGE_SUFFIXES, ocr.parse_image),
 }
 """The suffix registry: lower-case suffix to the parser for that format."""
 PARSERS.update(

@@ -1,4 +1,8 @@
-"""PDF: one section per page with its number, headings from the outline when there is one."""
+"""PDF: one section per page with its number, headings from the outline when there is one.
+
+A page with no text layer (a scan) is read by OCR when Tesseract is installed (see `ocr`):
+the images drawn on it, each checked for size before it is decoded.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.ingest.parsers import ocr
 from footnote.ingest.parsers.common import scalar_text, short_title
 
 SUFFIXES = frozenset({".pdf"})
 MAX_PAGE_CONTENT = 4_000_000
 """Bytes of decompressed content stream one page may hold."""
+MAX_PAGE_IMAGES = 20
+"""Images OCR reads on one scanned page; a page of hundreds of tiles is no scan."""
 
 
 def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
@@ -38,6 +45,8 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
 
     outline = _pdf_outline(reader)
     sections: list[Section] = []
+    scanned: list[int] = []
+    can_ocr = ocr.tesseract() is not None
     for number, page in enumerate(pages, start=1):
         try:
             _check_content_size(page, number)
@@ -47,15 +56,59 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         except Exception as exc:
             raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
         text = "\n".join(line.rstrip() for line in text.replace("\x00", "").split("\n")).strip()
+        if not text and can_ocr:
+            text = _ocr_page(page, number)
+            if text:
+                scanned.append(number)
         if text:
             sections.append(Section(text=text, headings=outline.get(number, []), page=number))
     if not sections:
-        raise ParseError("no text found (a scanned PDF without a text layer?)")
+        hint = "" if can_ocr else f"; to read it by OCR, {ocr.INSTALL_HINT}"
+        raise ParseError(f"no text found (a scanned PDF without a text layer?{hint})")
     return ParsedDocument(
         source=source,
         title=_pdf_title(reader) or short_title(sections[0].text) or path.stem,
         sections=sections,
+        metadata={"ocr_pages": ", ".join(map(str, scanned))} if scanned else {},
     )
+
+
+def _ocr_page(page: Any, number: int) -> str:
+    """The text OCR reads in the images of a page that has no text layer."""
+    try:
+        keys = [key for key in page.images.keys() if isinstance(key, str | tuple)]
+    except Exception as exc:
+        raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
+    texts = []
+    for key in keys[:MAX_PAGE_IMAGES]:
+        width, height = _declared_size(page, key)
+        if width * height > ocr.MAX_PIXELS:
+            raise ParseError(
+                f"page {number}: an image of {width}×{height} pixels is over {ocr.MAX_PIXELS:,}"
+            )
+        try:
+            image = page.images[key].image
+        except Exception as exc:  # an image pypdf cannot decode is skipped, not the page
+            if isinstance(exc, ParseError):
+                raise
+            continue
+        if image is not None:
+            texts.append(ocr.recognize(image, f"page {number}"))
+    return "\n\n".join(t for t in texts if t)
+
+
+def _declared_size(page: Any, key: str | tuple[str, ...]) -> tuple[int, int]:
+    """Width and height an image XObject declares, read before pypdf decodes it; (0, 0) for
+    one not found (an inline image, bounded by the page's content size)."""
+    path = (key,) if isinstance(key, str) else key
+    try:
+        resources = page["/Resources"]
+        for name in path[:-1]:
+            resources = resources["/XObject"][name]["/Resources"]
+        xobject = resources["/XObject"][path[-1]]
+        return int(xobject["/Width"]), int(xobject["/Height"])
+    except Exception:
+        return 0, 0
 
 
 def _check_content_size(page: Any, number: int) -> None:
