@@ -18,7 +18,18 @@ from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.parsers import epub, html, mail, markdown, ocr, office, pdf, sheets, structured, text
+from footnote.ingest.parsers import (
+    epub,
+    html,
+    mail,
+    markdown,
+    ocr,
+    office,
+    pdf,
+    sheets,
+    structured,
+    text,
+)
 
 __all__ = [
     "PARSERS",

@@ -49,13 +49,10 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
         total += member.file_size
         if total > MAX_UNPACKED:
             raise ParseError(f"{kind}: unpacks to more than {MAX_UNPACKED:,} bytes (a zip bomb?)")
-        if (
-            member.file_size > RATIO_FLOOR
-            and member.file_size > MAX_RATIO * max(member.compress_size, 1)
-        ):
+        ratio = member.file_size // max(member.compress_size, 1)
+        if member.file_size > RATIO_FLOOR and ratio > MAX_RATIO:
             raise ParseError(
-                f"{kind}: {member.filename} inflates {member.file_size // max(member.compress_size, 1):,}"
-                f" times its size (a zip bomb?)"
+                f"{kind}: {member.filename} inflates {ratio:,} times its size (a zip bomb?)"
             )
     return archive
 

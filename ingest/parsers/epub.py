@@ -38,9 +38,7 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     opf_path = _clean(rootfile)
     opf = parse_xml(read_member(archive, opf_path, _KIND), opf_path)
     base = posixpath.dirname(opf_path)
-    manifest = {
-        el.get("id"): el for el in opf.iter() if _local(el) == "item" and el.get("id")
-    }
+    manifest = {el.get("id"): el for el in opf.iter() if _local(el) == "item" and el.get("id")}
     titles = _toc_titles(archive, opf, manifest, base)
     sections: list[Section] = []
     number = 0
@@ -105,7 +103,9 @@ def _metadata(opf: Any, name: str) -> str | None:
     return None
 
 
-def _toc_titles(archive: zipfile.ZipFile, opf: Any, manifest: dict[str, Any], base: str) -> dict[str, str]:
+def _toc_titles(
+    archive: zipfile.ZipFile, opf: Any, manifest: dict[str, Any], base: str
+) -> dict[str, str]:
     """Chapter file to its first title in the table of contents; an unreadable TOC only
     costs the titles (chapters then use their first heading)."""
     nav = next(

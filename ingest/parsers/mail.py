@@ -220,7 +220,7 @@ def _sections(
             continue
         try:
             sections.extend(
-                _attachment(part, name, headings, source, parsers, anchor=anchor, depth=depth)
+                _attachment(part, name, item, headings, source, parsers, anchor=anchor, depth=depth)
             )
         except ParseError as exc:
             item.unread.append(f"{name} ({exc})")
@@ -240,6 +240,7 @@ def _attachment_name(part: email.message.EmailMessage, number: int) -> str:
 def _attachment(
     part: email.message.EmailMessage,
     name: str,
+    item: _Message,
     headings: list[str],
     source: str,
     parsers: Lookup,
@@ -255,7 +256,9 @@ def _attachment(
         inner = part.get_content()
         if not isinstance(inner, email.message.EmailMessage):
             raise ParseError("not an e-mail message")
-        nested = _sections(_describe(0, inner), source, parsers, anchor=base, depth=depth + 1)
+        attached = _describe(0, inner)
+        nested = _sections(attached, source, parsers, anchor=base, depth=depth + 1)
+        item.unread.extend(f"{name}: {unread}" for unread in attached.unread)
         for section in nested:
             section.headings = [*own, *section.headings[1:]]
         return nested

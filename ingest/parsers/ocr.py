@@ -108,5 +108,7 @@ def _pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:
-        raise ParseError("reading text in images needs Pillow: pip install 'footnote-rag[ocr]'") from exc
+        raise ParseError(
+            "reading text in images needs Pillow: pip install 'footnote-rag[ocr]'"
+        ) from exc
     return Image

@@ -1,6 +1,7 @@
 """Word (.docx) and PowerPoint (.pptx) through python-docx and python-pptx (the `office`
 extra): Word sections at heading paragraphs, slides one section each, cited by slide number
-(`deck.pptx#slide-3`)."""
+(`deck.pptx#slide-3`). Both are zip containers, opened first with the zip and XML bomb
+guards of `archive`."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
 
 DOCX_SUFFIXES = frozenset({".docx"})
 PPTX_SUFFIXES = frozenset({".pptx"})
@@ -29,8 +31,13 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "section"
 
 
+def _guard(data: bytes, kind: str) -> None:
+    refuse_xml_declarations(open_zip(data, kind), kind)
+
+
 def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
     docx = _require("docx")
+    _guard(data, ".docx")
     try:
         document = docx.Document(io.BytesIO(data))
     except Exception as exc:  # python-docx raises zipfile, KeyError, lxml errors
@@ -86,6 +93,7 @@ def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
 
 def parse_pptx(data: bytes, path: Path, source: str) -> ParsedDocument:
     pptx = _require("pptx")
+    _guard(data, ".pptx")
     try:
         deck = pptx.Presentation(io.BytesIO(data))
     except Exception as exc:

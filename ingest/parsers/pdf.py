@@ -76,7 +76,8 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
 def _ocr_page(page: Any, number: int) -> str:
     """The text OCR reads in the images of a page that has no text layer."""
     try:
-        keys = [key for key in page.images.keys() if isinstance(key, str | tuple)]
+        ids = page.images.keys()  # iterating `images` itself would decode every image
+        keys = [key for key in ids if isinstance(key, str | tuple)]
     except Exception as exc:
         raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
     texts = []

@@ -112,6 +112,10 @@ def parse_xlsx(data: bytes, path: Path, source: str) -> ParsedDocument:
                             url=f"{source}#{anchor}",
                         )
                     )
+    except ParseError:
+        raise
+    except Exception as exc:  # a sheet's XML broken past openpyxl's lazy open
+        raise ParseError(f"not a readable .xlsx sheet ({type(exc).__name__}: {exc})") from exc
     finally:
         book.close()
     title = (book.properties.title or "").strip() if book.properties else ""
