@@ -19,10 +19,10 @@ import email.utils
 import mailbox
 import re
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers import html
@@ -116,10 +116,13 @@ def _mbox_messages(data: bytes) -> list[email.message.EmailMessage]:
     with tempfile.TemporaryDirectory(prefix="footnote-mbox-") as folder:
         file = Path(folder) / "box.mbox"
         file.write_bytes(data)
-        box = mailbox.mbox(file, factory=_message_from_file, create=False)
+        factory: Any = (
+            _message_from_file  # typeshed expects mboxMessage; policy.default gives EmailMessage
+        )
+        box = mailbox.mbox(file, factory=factory, create=False)
         messages: list[email.message.EmailMessage] = []
         try:
-            for message in box:
+            for message in cast(Iterator[email.message.EmailMessage], box):
                 if len(messages) >= MAX_MESSAGES:
                     raise ParseError(f"more than {MAX_MESSAGES:,} messages")
                 messages.append(message)

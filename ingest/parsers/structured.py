@@ -72,15 +72,15 @@ def _records(value: Any, where: str, source: str, out: list[Section], *, depth: 
         if text:
             out.append(_section(where, [text], source))
         return
-    lines: list[str] = []
+    fields: list[str] = []
     nested: list[tuple[str, Any]] = []
     for key, item in value.items():
         if isinstance(item, list) and _is_record_list(item):
             nested.append((_child(where, key), item))
         else:
-            lines.extend(_flatten(item, str(key), depth=depth + 1))
-    if lines:
-        out.append(_section(where, lines, source))
+            fields.extend(_flatten(item, str(key), depth=depth + 1))
+    if fields:
+        out.append(_section(where, fields, source))
     for child, item in nested:
         _records(item, child, source, out, depth=depth + 1)
 
