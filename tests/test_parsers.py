@@ -514,8 +514,9 @@ def test_long_first_line_title_is_trimmed(tmp_path: Path) -> None:
         ("binary.html", b"<html>\x00</html>", "binary file"),
         ("latin1.md", "café".encode("latin-1"), "not valid UTF-8 text"),
         ("latin1.html", "<p>café</p>".encode("latin-1"), "not valid UTF-8 text"),
-        ("data.json", b"{}", "unsupported file type .json"),
-        ("photo.PNG", b"\x89PNG", "unsupported file type .png"),
+        ("data.json", b"{}", "no text found"),
+        ("backup.ZIP", b"PK\x03\x04", "unsupported file type .zip"),
+        ("song.mp3", b"ID3", "unsupported file type .mp3"),
         ("bad.pdf", b"%PDF-1.7\n%%EOF", "corrupt PDF"),
     ],
 )
@@ -596,8 +597,10 @@ def test_supported_suffixes() -> None:
     for suffix in (".md", ".markdown", ".txt", ".rst", ".py", ".ts", ".yaml", ".html", ".pdf"):
         assert suffix in SUPPORTED_SUFFIXES
         assert is_supported(Path(f"dir/file{suffix.upper()}"))
-    assert ".json" not in SUPPORTED_SUFFIXES
-    assert not is_supported(Path("data.json"))
-    assert not is_supported(Path("image.png"))
+    for suffix in (".csv", ".xlsx", ".json", ".jsonl", ".eml", ".mbox", ".epub", ".png"):
+        assert is_supported(Path(f"dir/file{suffix.upper()}"))
+    assert ".zip" not in SUPPORTED_SUFFIXES
+    assert not is_supported(Path("backup.zip"))
+    assert not is_supported(Path("song.mp3"))
     assert is_supported(Path("docs/README"))
     assert not is_supported(Path(".gitignore"))
