@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
 import struct
 import time
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from footnote.ingest.documents import ParseError
+from footnote.ingest.limits import TimeBudgetExceeded, time_budget
 from footnote.ingest.parsers import SUPPORTED_SUFFIXES, parse_bytes, parse_file
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
@@ -468,3 +470,29 @@ def test_garbage_in_every_new_format_fails_with_the_formats_own_reason() -> None
                 reasons.append(f"{suffix}: {exc}")
     assert len(reasons) >= 28
     assert not [r for r in reasons if "parse failed" in r], reasons
+
+
+def tesseract_children() -> list[int]:
+    """Tesseract processes this test process started that are still alive."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+            name = fields[0].split("(", 1)[1]
+            parent = int(fields[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if name == "tesseract" and parent == os.getpid():
+            found.append(int(stat.parent.name))
+    return found
+
+
+def test_ocr_stops_at_the_files_time_budget_and_leaves_no_process(tmp_path: Path) -> None:
+    require_tesseract()
+    page = text_image([f"Line {i} of a long scanned page about the zoo." for i in range(60)])
+    page.save(tmp_path / "long.png")  # type: ignore[attr-defined]
+    started = time.monotonic()
+    with pytest.raises(TimeBudgetExceeded), time_budget(0.5):
+        parse_file(tmp_path / "long.png", "long.png")
+    assert time.monotonic() - started < 3
+    assert tesseract_children() == []
