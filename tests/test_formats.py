@@ -22,8 +22,10 @@ import pytest
 from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import TimeBudgetExceeded, time_budget
 from footnote.ingest.parsers import SUPPORTED_SUFFIXES, parse_bytes, parse_file
+from footnote.ingest.pipeline import ingest
+from footnote.store.types import Filters
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import Locate, RunCli
 from tests.format_files import (
     EPUB_CHAPTERS,
     FORMATS,
@@ -496,3 +498,29 @@ def test_ocr_stops_at_the_files_time_budget_and_leaves_no_process(tmp_path: Path
         parse_file(tmp_path / "long.png", "long.png")
     assert time.monotonic() - started < 3
     assert tesseract_children() == []
+
+
+def test_new_formats_ingest_and_cite_on_both_backends(locate: Locate, tmp_path: Path) -> None:
+    """Sheet and row, record path, message and chapter survive the index on either backend,
+    and an e-mail's sender is a metadata filter."""
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_xlsx(folder / "fleet.xlsx")
+    make_json(folder / "catalog.json")
+    make_eml(folder / "tapir.eml")
+    make_epub(folder / "book.epub")
+    index = locate()
+    summary = ingest([folder], index)
+    assert sorted(summary.added) == ["book.epub", "catalog.json", "fleet.xlsx", "tapir.eml"]
+    expected = {
+        "narwhal bus seats": "fleet.xlsx#fleet-row-3",
+        "pangolin ants": "catalog.json#$.items[1]",
+        "rota lemur Bo": "tapir.eml#message-rota-csv-row-3",
+        "geckos hunt after dark": "book.epub#chapter-2-night",
+    }
+    for query, url in expected.items():
+        hit = search(SearchRequest(query=query, index_dir=index, k=1, stage="bm25"))[0]
+        assert (hit.chunk.url, hit.chunk.id) == (url, f"{url}:0"), query
+    sender = Filters(metadata={"from": "Ana Keeper <ana@zoo.example>"})
+    mail = search(SearchRequest(query="enclosure", index_dir=index, k=5, filters=sender))
+    assert mail and {h.chunk.source for h in mail} == {"tapir.eml"}
