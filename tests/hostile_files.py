@@ -9,12 +9,16 @@ generated corpus into the campaign's figures.
 
 from __future__ import annotations
 
+import io
+import json
 import os
 import random
 import socket
+import zipfile
 import zlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -256,6 +260,93 @@ def link_or_special(rng: random.Random, root: Path, name: str, outside: Path) ->
     return Planted(path.name, "link or special file", allowed=None)
 
 
+def _record_file(rng: random.Random, suffix: str) -> bytes:
+    """A small valid file of a record format, made by the standard library."""
+    if suffix == ".csv":
+        rows = "".join(
+            f"{_words(rng, 1)},{rng.randint(1, 99)},{_words(rng, 4)}\n" for _ in range(3)
+        )
+        return ("name,count,note\n" + rows).encode()
+    if suffix == ".json":
+        items = [{"id": i, "text": _words(rng, 6)} for i in range(3)]
+        return json.dumps({"title": _words(rng, 2), "items": items}).encode()
+    if suffix == ".jsonl":
+        return "".join(
+            json.dumps({"n": i, "text": _words(rng, 6)}) + "\n" for i in range(3)
+        ).encode()
+    mail = EmailMessage()
+    mail["From"], mail["Subject"] = "a@example.com", _words(rng, 3)
+    mail["Date"] = "Mon, 02 Mar 2026 09:30:00 +0000"
+    mail.set_content(_words(rng, 20))
+    if suffix == ".mbox":
+        return b"From a@example.com Mon Mar  2 09:30:00 2026\n" + bytes(mail) + b"\n"
+    return bytes(mail)
+
+
+_RECORD_SUFFIXES = [".csv", ".json", ".jsonl", ".eml", ".mbox"]
+
+
+def good_records(rng: random.Random, root: Path, name: str) -> Planted:
+    suffix = rng.choice(_RECORD_SUFFIXES)
+    (root / f"{name}{suffix}").write_bytes(_record_file(rng, suffix))
+    return Planted(f"{name}{suffix}", "good records", must_ingest=True)
+
+
+def _zip(members: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+        for member, data in members.items():
+            archive.writestr(member, data)
+    return buffer.getvalue()
+
+
+_LAUGHS = (
+    b'<?xml version="1.0"?><!DOCTYPE r [<!ENTITY a0 "lol">'
+    + b"".join(b'<!ENTITY a%d "%s">' % (i, b"&a%d;" % (i - 1) * 10) for i in range(1, 10))
+    + b"]><r>&a9;</r>"
+)
+
+
+def broken_records(rng: random.Random, root: Path, name: str, size: float = 1.0) -> Planted:
+    """Record formats and zip containers, damaged or built to explode."""
+    choice = rng.randrange(7)
+    suffix = rng.choice(_RECORD_SUFFIXES)
+    if choice == 0:
+        good = _record_file(rng, suffix)
+        data = good[: rng.randrange(1, len(good))]
+    elif choice == 1:
+        data = bytearray(_record_file(rng, suffix))
+        for _ in range(rng.randint(1, 20)):
+            data[rng.randrange(len(data))] = rng.randrange(256)
+        data = bytes(data)
+    elif choice == 2:  # nesting to exhaust a recursive reader
+        suffix = rng.choice([".json", ".jsonl"])
+        depth = rng.randint(100, max(100, int(200_000 * size)))
+        data = (rng.choice(["[", '{"a":']) * depth).encode()
+    elif choice == 3:  # a zip bomb: one member of zeros
+        suffix = rng.choice([".xlsx", ".docx", ".pptx", ".epub"])
+        data = _zip(
+            {
+                "mimetype": b"application/epub+zip",
+                "big.xml": bytes(int(40_000_000 * size) + 2_000_000),
+            }
+        )
+    elif choice == 4:  # an entity bomb where the container's XML is read
+        suffix, member = rng.choice(
+            [(".xlsx", "xl/workbook.xml"), (".docx", "word/document.xml"),
+             (".epub", "META-INF/container.xml"), (".pptx", "ppt/presentation.xml")]
+        )  # fmt: skip
+        data = _zip({"[Content_Types].xml": _LAUGHS, member: _LAUGHS})
+    elif choice == 5:  # a CSV field past the reader's limit, or a row of endless columns
+        suffix = ".csv"
+        data = rng.choice([b'a\n"' + b"x" * 200_000 + b'"\n', b"," * 100_000 + b"\n"])
+    else:  # random bytes under a record suffix
+        suffix = rng.choice([*_RECORD_SUFFIXES, ".xlsx", ".epub", ".png"])
+        data = bytes(rng.randrange(256) for _ in range(rng.randint(1, 4_000)))
+    (root / f"{name}{suffix}").write_bytes(data)
+    return Planted(f"{name}{suffix}", "broken records")
+
+
 GENERATORS: list[tuple[str, Callable[..., Planted], float]] = [
     ("good markdown", good_markdown, 0.12),
     ("good text", good_text, 0.06),
@@ -266,10 +357,12 @@ GENERATORS: list[tuple[str, Callable[..., Planted], float]] = [
     ("binary or mixed", binary_or_mixed, 0.12),
     ("huge line", huge_line, 0.06),
     ("link or special", link_or_special, 0.10),
+    ("good records", good_records, 0.04),
+    ("broken records", broken_records, 0.10),
 ]
 
 
-_SIZED = {"hostile html", "broken pdf", "binary or mixed", "huge line"}
+_SIZED = {"hostile html", "broken pdf", "binary or mixed", "huge line", "broken records"}
 
 
 def generate(
