@@ -10,7 +10,6 @@ The archive is opened with the zip-bomb and XML-bomb guards of `archive`.
 from __future__ import annotations
 
 import posixpath
-import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -53,7 +52,7 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         if not chapter.sections:
             continue
         number += 1
-        title = titles.get(href) or _first_heading(chapter) or f"Chapter {number}"
+        title = titles.get(href) or _first_heading(chapter, href) or f"Chapter {number}"
         anchor = f"chapter-{number}"
         for position, section in enumerate(chapter.sections):
             inner = section.headings
@@ -145,9 +144,10 @@ def _toc_titles(
     return titles
 
 
-def _first_heading(chapter: ParsedDocument) -> str | None:
+def _first_heading(chapter: ParsedDocument, href: str) -> str | None:
+    """The chapter's first heading, else its `<title>` (the HTML parser falls back to the
+    file's name, which is no title)."""
     for section in chapter.sections:
         if section.headings:
             return section.headings[0]
-    title = chapter.title
-    return None if not title or re.fullmatch(r"[\w.-]+\.x?html?", title) else title
+    return chapter.title if chapter.title != Path(href).stem else None

@@ -59,7 +59,7 @@ def parse_eml(data: bytes, path: Path, source: str, *, parsers: Lookup) -> Parse
     sections = _sections(item, source, parsers, anchor="message", depth=0)
     metadata: dict[str, Any] = {
         "from": item.sender,
-        "to": _addresses(message, "to"),
+        "to": _header(message, "to"),
         "subject": item.subject,
         "thread": _thread_subject(item.subject),
         "message_id": item.message_id,
@@ -143,10 +143,6 @@ def _header(message: email.message.EmailMessage, name: str) -> str:
     except Exception:  # a header so malformed the policy cannot parse it reads as absent
         value = ""
     return " ".join(str(value or "").replace("\x00", "").split())
-
-
-def _addresses(message: email.message.EmailMessage, name: str) -> str:
-    return _header(message, name)
 
 
 def _describe(number: int, message: email.message.EmailMessage) -> _Message:

@@ -137,9 +137,9 @@ def _anchor(where: str) -> str:
 
 
 def _title(value: Any) -> str | None:
+    """A top-level `title` or `name` string, as the document's title."""
     if isinstance(value, dict):
         for key in ("title", "name"):
-            text = _scalar(value.get(key)) if not isinstance(value.get(key), dict | list) else ""
-            if text:
+            if isinstance(value.get(key), str) and (text := _scalar(value[key])):
                 return text[:100]
     return None
