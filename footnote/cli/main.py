@@ -147,7 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         "ingest",
         help="parse, chunk, embed and index documents (incremental)",
         description=(
-            "Index Markdown, HTML, PDF, text and code under PATH... into --index, and "
+            "Index the documents under PATH... (Markdown, HTML, PDF, text, code, Word, "
+            "PowerPoint, CSV, Excel, JSON, e-mail, EPUB, and images by OCR) into --index, and "
             "remember each PATH as a source (`footnote sources`, `footnote sync`): changed "
             "files are re-embedded, unchanged ones reused, files gone from a PATH removed; "
             "documents other sources gave are never touched. Symlinks, special files and "
