@@ -4,7 +4,9 @@
 
 Each round writes `--files` hostile files (tests/hostile_files.py: malformed front matter,
 deep and entity-heavy HTML, hidden HTML text, broken PDFs, binary and mixed encodings, huge
-lines, symlinks out of the root, FIFOs, sockets, dotfiles) plus good ones, ingests them, and
+lines, symlinks out of the root, FIFOs, sockets, dotfiles; damaged, deeply nested and
+oversized CSV/JSON/e-mail files, zip and entity bombs in Office and EPUB containers) plus
+good ones, ingests them, and
 checks the published index. Vectors come from a hash (real MiniLM token counts size the
 chunks): the campaign is about parsing, chunking and access, not embeddings.
 

@@ -44,6 +44,7 @@ from tests.format_files import (
     require_tesseract,
     text_image,
 )
+from tests.hostile_files import minimal_pdf
 from tests.test_office import make_docx
 
 REPO = Path(__file__).resolve().parent.parent
@@ -524,3 +525,16 @@ def test_new_formats_ingest_and_cite_on_both_backends(locate: Locate, tmp_path: 
     sender = Filters(metadata={"from": "Ana Keeper <ana@zoo.example>"})
     mail = search(SearchRequest(query="enclosure", index_dir=index, k=5, filters=sender))
     assert mail and {h.chunk.source for h in mail} == {"tapir.eml"}
+
+
+def test_a_pdf_page_without_text_or_images_is_not_walked_for_ocr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding inline images walks every operator of a page; a hostile page holds millions.
+    OCR reads only the images a page names, so such a page costs no more with Tesseract."""
+    from pypdf._page import PageObject
+
+    require_tesseract()
+    monkeypatch.setattr(PageObject, "images", property(lambda page: pytest.fail("walked")))
+    (tmp_path / "ops.pdf").write_bytes(minimal_pdf([], stream=zlib.compress(b"BT ET " * 50_000)))
+    quickly(tmp_path / "ops.pdf", "ops.pdf", "no text found")

@@ -74,41 +74,43 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
 
 
 def _ocr_page(page: Any, number: int) -> str:
-    """The text OCR reads in the images of a page that has no text layer."""
+    """The text OCR reads in the images of a page that has no text layer.
+
+    Only image XObjects named in the page's resources are read (a scanner puts the page
+    there): finding inline images would walk the whole content stream, which a hostile
+    page makes slow. Each image's declared size is checked before it is decoded.
+    """
     try:
-        ids = page.images.keys()  # iterating `images` itself would decode every image
-        keys = [key for key in ids if isinstance(key, str | tuple)]
+        resources = page.get("/Resources")
+        xobjects = resources.get_object().get("/XObject") if resources is not None else None
+        named = list(xobjects.get_object().values()) if xobjects is not None else []
+        images = [obj for obj in (ref.get_object() for ref in named) if _is_image(obj)]
     except Exception as exc:
         raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
     texts = []
-    for key in keys[:MAX_PAGE_IMAGES]:
-        width, height = _declared_size(page, key)
+    for image in images[:MAX_PAGE_IMAGES]:
+        width, height = _declared_size(image)
         if width * height > ocr.MAX_PIXELS:
             raise ParseError(
                 f"page {number}: an image of {width}×{height} pixels is over {ocr.MAX_PIXELS:,}"
             )
         try:
-            image = page.images[key].image
-        except Exception as exc:  # an image pypdf cannot decode is skipped, not the page
-            if isinstance(exc, ParseError):
-                raise
+            decoded = image.decode_as_image()
+        except Exception:  # an image pypdf cannot decode is skipped, not the page
             continue
-        if image is not None:
-            texts.append(ocr.recognize(image, f"page {number}"))
+        if decoded is not None:
+            texts.append(ocr.recognize(decoded, f"page {number}"))
     return "\n\n".join(t for t in texts if t)
 
 
-def _declared_size(page: Any, key: str | tuple[str, ...]) -> tuple[int, int]:
-    """Width and height an image XObject declares, read before pypdf decodes it; (0, 0) for
-    one not found (an inline image, bounded by the page's content size)."""
-    path = (key,) if isinstance(key, str) else key
+def _is_image(obj: Any) -> bool:
+    return hasattr(obj, "get") and obj.get("/Subtype") == "/Image"
+
+
+def _declared_size(image: Any) -> tuple[int, int]:
     try:
-        resources = page["/Resources"]
-        for name in path[:-1]:
-            resources = resources["/XObject"][name]["/Resources"]
-        xobject = resources["/XObject"][path[-1]]
-        return int(xobject["/Width"]), int(xobject["/Height"])
-    except Exception:
+        return int(image.get("/Width", 0)), int(image.get("/Height", 0))
+    except (TypeError, ValueError):
         return 0, 0
 
 
