@@ -10,6 +10,7 @@ The archive is opened with the zip-bomb and XML-bomb guards of `archive`.
 from __future__ import annotations
 
 import posixpath
+import re
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from footnote.ingest.parsers.common import iso_date
 SUFFIXES = frozenset({".epub"})
 _KIND = ".epub"
 _CONTAINER = "META-INF/container.xml"
+_XML_DECLARATION = re.compile(rb"^(?:\xef\xbb\xbf)?\s*<\?xml[^>]*\?>")
 _XHTML_TYPES = frozenset({"application/xhtml+xml", "text/html"})
 
 
@@ -48,7 +50,8 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         href = _resolve(base, item.get("href") or "")
         markup = read_member(archive, href, _KIND)
         refuse_declarations(markup, href)
-        chapter = html.parse(markup, Path(href), href)
+        # Without its XML declaration, XHTML reads as the HTML it is (no parser warning).
+        chapter = html.parse(_XML_DECLARATION.sub(b"", markup, count=1), Path(href), href)
         if not chapter.sections:
             continue
         number += 1
