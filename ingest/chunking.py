@@ -121,7 +121,7 @@ class Chunker:
                         lines=lines,
                         date=date,
                         access=access,
-                        metadata=dict(doc.metadata),
+                        metadata={**doc.metadata, **section.metadata},
                     )
                 )
         return chunks
@@ -289,6 +289,11 @@ def merge_small_sections(
             line_start=first.line_start if lined else None,
             line_end=last.line_end if lined else None,
             is_code=all(m.is_code for m in members),
+            metadata={
+                k: v
+                for k, v in first.metadata.items()
+                if all(m.metadata.get(k) == v for m in members)
+            },
         )
 
     for section in sections:

@@ -34,6 +34,9 @@ class Section:
     """1-based last line in the source file, inclusive."""
     is_code: bool = False
     """True for source code or a fenced code block: split on code boundaries."""
+    metadata: dict[str, Any] = field(default_factory=dict)
+    """Fields of this section's own (one message's sender in a mailbox), added to the
+    document's metadata on its chunks, for filters."""
 
 
 @dataclass(kw_only=True)

@@ -538,3 +538,20 @@ def test_a_pdf_page_without_text_or_images_is_not_walked_for_ocr(
     monkeypatch.setattr(PageObject, "images", property(lambda page: pytest.fail("walked")))
     (tmp_path / "ops.pdf").write_bytes(minimal_pdf([], stream=zlib.compress(b"BT ET " * 50_000)))
     quickly(tmp_path / "ops.pdf", "ops.pdf", "no text found")
+
+
+def test_each_message_of_a_mailbox_is_filtered_by_its_own_sender(tmp_path: Path) -> None:
+    folder = tmp_path / "mail"
+    folder.mkdir()
+    make_mbox(folder / "keepers.mbox")
+    make_eml(folder / "tapir.eml")
+    index = tmp_path / "index"
+    ingest([folder], index)
+    bo = Filters(metadata={"from": "Bo <bo@zoo.example>"})
+    hits = search(SearchRequest(query="fed", index_dir=index, k=5, filters=bo, stage="bm25"))
+    assert [h.chunk.url for h in hits] == ["keepers.mbox#message-3"]
+    assert hits[0].chunk.metadata["thread"] == "Feeding times"
+    assert hits[0].chunk.metadata["messages"] == 3  # the mailbox's own fields stay
+    ana = Filters(metadata={"from": "Ana Keeper <ana@zoo.example>"})
+    rota = search(SearchRequest(query="lemur", index_dir=index, k=5, filters=ana, stage="bm25"))
+    assert [h.chunk.url for h in rota] == ["tapir.eml#message-rota-csv-row-3"]

@@ -117,6 +117,9 @@ def test_markdown_yaml_front_matter(tmp_path: Path) -> None:
         ("access:", []),
         ("access: {team: eng}", []),
         ("access: [[eng]]", []),
+        # YAML fails on the tag and the line fallback must not read it as a group name
+        ("access: !!python/object---\n/apply:os.system [hr]", []),
+        ("access: *everyone\nx: [", []),
     ],
 )
 def test_markdown_malformed_access_fails_closed(

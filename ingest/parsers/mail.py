@@ -2,7 +2,8 @@
 and `mailbox` with `policy.default`.
 
 Each message is a section cited by its place in the file (`inbox.mbox#message-3`) under the
-heading path `thread subject > sender, date`, its text starting with From/To/Date lines.
+heading path `thread subject > sender, date`, its text starting with From/To/Date lines;
+its sender, thread and Message-ID are its chunks' metadata, for filters.
 Messages are grouped into threads by References / In-Reply-To (else by subject without
 Re:/Fwd:), oldest first within a thread. An attachment some parser reads becomes sections
 of its own under the message (`message-3-report-pdf`, its pages kept); one that cannot be
@@ -216,20 +217,34 @@ def _sections(
         lines.append(f"Subject: {item.subject}")
     body = _body(message)
     text = "\n".join(line for line in lines if line) + (f"\n\n{body}" if body else "")
-    sections = [Section(text=text, headings=headings, anchor=anchor, url=f"{source}#{anchor}")]
+    own = {"from": item.sender, "thread": headings[0], "message_id": item.message_id}
+    metadata = {k: v for k, v in own.items() if v}
+    sections = [
+        Section(
+            text=text,
+            headings=headings,
+            anchor=anchor,
+            url=f"{source}#{anchor}",
+            metadata=metadata,
+        )
+    ]
     for number, part in enumerate(message.iter_attachments(), 1):
         name = _attachment_name(part, number)
         if number > MAX_ATTACHMENTS:
             item.unread.append(f"{name} (over {MAX_ATTACHMENTS} attachments)")
             continue
         try:
-            sections.extend(
-                _attachment(part, name, item, headings, source, parsers, anchor=anchor, depth=depth)
+            attached = _attachment(
+                part, name, item, headings, source, parsers, anchor=anchor, depth=depth
             )
         except ParseError as exc:
             item.unread.append(f"{name} ({exc})")
         except Exception as exc:  # a parser bug on one attachment must not lose the message
             item.unread.append(f"{name} (parse failed: {type(exc).__name__})")
+        else:
+            for section in attached:  # a file's rows found by the message's sender too
+                section.metadata = {**metadata, **section.metadata}
+            sections.extend(attached)
     return sections
 
 

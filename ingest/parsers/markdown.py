@@ -32,6 +32,8 @@ _FENCES = {"---": ("---", "..."), "+++": ("+++",)}
 _KEY_LINE = re.compile(r"""^\s*(?:-\s+)?["']?[^\s:"'#\[\]{}-][^:"'\[\]{}]*["']?\s*[:=]""")
 _YAML_ONLY_BREAKS = re.compile("[\x85\u2028\u2029]")
 _GROUP_NAME = re.compile(r"[^\s\[\]{}:,\"'][^\[\]{}:,\"']*")
+_YAML_INDICATORS = frozenset("!&*|>@`%")
+"""Characters that make YAML read a value as other than plain text (tag, anchor, alias...)."""
 _UNCLOSED_LOOKAHEAD = 50
 _FRONT_MATTER_MAX_CHARS = 65_536
 _FRONT_MATTER_MAX_DEPTH = 32
@@ -330,6 +332,10 @@ def _simple_front_matter(raw: str) -> dict[str, Any] | None:
         if key in result:
             raise _Unreadable(f"front matter has a duplicate key {key[:40]!r}")
         value = value.strip()
+        if value[:1] in _YAML_INDICATORS and _skeleton(key).strip() == "access":
+            # YAML read this value as something else (a tag, an alias...) and failed: its
+            # text is no group name to trust.
+            raise _Unreadable(f"front matter's access starts with YAML's {value[:1]!r}")
         if value.startswith("[") and value.endswith("]"):
             result[key] = [_unquote(v) for v in value[1:-1].split(",") if v.strip()]
         else:
