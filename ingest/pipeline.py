@@ -20,7 +20,7 @@ from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
 from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
-from footnote.ingest.parsers import is_supported, parse_bytes
+from footnote.ingest.parsers import parse_bytes, unsupported_reason
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.ingest.spool import FreshSpool
 from footnote.models.cached import embed_together, embed_with_cache
@@ -126,8 +126,8 @@ def discover(
     seen_dirs: set[str] = set()
 
     def accept(path: Path, source: str) -> Iterator[SourceFile]:
-        if not is_supported(path):
-            summary.skipped[source] = f"unsupported file type {path.suffix.lower() or '(none)'}"
+        if unsupported := unsupported_reason(path):
+            summary.skipped[source] = unsupported
         elif not selected(source):
             summary.skipped[source] = "left out by the source's --include/--exclude globs"
         else:

@@ -555,3 +555,19 @@ def test_each_message_of_a_mailbox_is_filtered_by_its_own_sender(tmp_path: Path)
     ana = Filters(metadata={"from": "Ana Keeper <ana@zoo.example>"})
     rota = search(SearchRequest(query="lemur", index_dir=index, k=5, filters=ana, stage="bm25"))
     assert [h.chunk.url for h in rota] == ["tapir.eml#message-rota-csv-row-3"]
+
+
+def test_without_tesseract_ingest_skips_images_with_the_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Screenshots beside the docs are no failure of the run where OCR is not installed."""
+    import footnote.ingest.parsers.ocr as ocr
+
+    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    make_png(folder / "screenshot.png")
+    (folder / "guide.md").write_text("# Guide\n\nRead me.\n")
+    summary = ingest([folder], tmp_path / "index")
+    assert summary.added == ["guide.md"] and not summary.failed
+    assert "without OCR: install Debian's tesseract-ocr" in summary.skipped["screenshot.png"]

@@ -155,7 +155,7 @@ def hostile_tree(tmp_path: Path) -> tuple[Path, Path]:
     (docs / ".hidden").mkdir()
     (docs / ".hidden" / "x.md").write_text(f"# Hidden\n\n{SECRET}\n")
     os.mkfifo(docs / "pipe.md")
-    (docs / "image.png").write_bytes(b"\x89PNG\r\n")
+    (docs / "backup.zip").write_bytes(b"PK\x03\x04")
     return docs, outside
 
 
@@ -174,7 +174,7 @@ def test_symlinks_and_special_files_are_skipped_with_reasons(tmp_path: Path) -> 
         "..name.md": "hidden file",
         ".hidden": "hidden folder",
         "pipe.md": "FIFO",
-        "image.png": "unsupported file type .png",
+        "backup.zip": "unsupported file type .zip",
     }
     assert set(summary.skipped) == set(expected)
     for path, reason in expected.items():

@@ -36,6 +36,7 @@ __all__ = [
     "SUPPORTED_SUFFIXES",
     "Parser",
     "is_supported",
+    "unsupported_reason",
     "parse_bytes",
     "parse_file",
 ]
@@ -73,15 +74,26 @@ log = logging.getLogger(__name__)
 
 
 def is_supported(path: Path) -> bool:
-    """Whether `parse_file` would try this file; a cheap name check, nothing is read.
+    """Whether ingest would parse this file; a cheap name check, nothing is read."""
+    return unsupported_reason(path) is None
 
-    Suffix-less files (README, LICENSE) count as text; dotfiles do not, since
-    they are configuration rather than documents.
+
+def unsupported_reason(path: Path) -> str | None:
+    """Why ingest skips this file by its name alone, or None when it parses it.
+
+    Suffix-less files (README, LICENSE) count as text; dotfiles do not, since they are
+    configuration rather than documents. Images count only where OCR is installed: without
+    it a folder's pictures (screenshots beside the docs) are skipped with the hint, not
+    failures of the run.
     """
     suffix = path.suffix.lower()
-    if suffix:
-        return suffix in SUPPORTED_SUFFIXES
-    return not path.name.startswith(".")
+    if not suffix:
+        return "unsupported file type (none)" if path.name.startswith(".") else None
+    if suffix not in SUPPORTED_SUFFIXES:
+        return f"unsupported file type {suffix}"
+    if suffix in ocr.IMAGE_SUFFIXES and ocr.tesseract() is None:
+        return f"unsupported file type {suffix} without OCR: {ocr.INSTALL_HINT}"
+    return None
 
 
 def parse_file(path: Path, source: str, *, max_bytes: int = 20_000_000) -> ParsedDocument:
