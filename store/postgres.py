@@ -28,15 +28,18 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from footnote.store.base import STORED, FileFailure, PreviousState
+from footnote.store.base import STORED, FileFailure, PreviousState, remembered_settings
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
+    REBUILD_HINT,
     Caller,
     Chunk,
     FileRecord,
     Filters,
+    IndexCorrupt,
     IndexError_,
+    IndexMismatch,
     IndexNotFound,
     Ranked,
     access_groups,
@@ -266,16 +269,51 @@ class PostgresWriter:
         return nullcontext()
 
     def previous(self) -> PreviousState | None:
+        """None when the index has no manifest row; a row whose tables are gone or whose
+        records cannot be read raises IndexCorrupt, another format IndexMismatch."""
+        where = self.where
         with self.connection() as conn:
-            found = read_manifest(conn, self.where)
-            if found is None:
+            if not _table_exists(conn, "footnote_indexes"):
                 return None
-            version, manifest = found
+            row = conn.execute(
+                "SELECT version, manifest FROM footnote_indexes WHERE name = %s", (where.name,)
+            ).fetchone()
+            if row is None:
+                return None
+            if not isinstance(row[1], dict):
+                raise self._damaged("its manifest row is not a JSON object")
+            version, manifest = str(row[0]), dict(row[1])
             if manifest.get("format_version") != FORMAT_VERSION:
-                return None
-            rows = conn.execute(f"SELECT source, record FROM {self.where.files}").fetchall()
-        files = {str(s): FileRecord(**r) for s, r in rows}
+                raise IndexMismatch(
+                    f"index {redact(self.location)} has format version "
+                    f"{manifest.get('format_version')!r}, this Footnote writes version "
+                    f"{FORMAT_VERSION}: {REBUILD_HINT.lower()}"
+                )
+            for table in (where.chunks, where.files):
+                if not _table_exists(conn, table):
+                    raise self._damaged(f"table {table} is missing")
+            rows = conn.execute(f"SELECT source, record FROM {where.files}").fetchall()
+        try:
+            files = {str(s): FileRecord(**r) for s, r in rows}
+        except TypeError as exc:
+            raise self._damaged(f"a file record cannot be read ({exc})") from exc
         return PreviousState(version=version, manifest=manifest, files=files, lookup=self._lookup)
+
+    def remembered(self) -> dict[str, Any] | None:
+        """The manifest row's sources and settings: the row outlives damaged chunk tables."""
+        with self.connection() as conn:
+            if not _table_exists(conn, "footnote_indexes"):
+                return None
+            row = conn.execute(
+                "SELECT manifest FROM footnote_indexes WHERE name = %s", (self.where.name,)
+            ).fetchone()
+        return remembered_settings(row[0]) if row is not None and isinstance(row[0], dict) else None
+
+    def _damaged(self, what: str) -> IndexCorrupt:
+        return IndexCorrupt(
+            f"index {redact(self.location)}: {what}; the index was modified or damaged. "
+            f"{REBUILD_HINT}"
+        )
 
     def _lookup(self, ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
         with self.connection() as conn:
