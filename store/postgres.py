@@ -88,9 +88,9 @@ def parse_location(url: str) -> Location:
     names = [v for k, v in query if k == "index"]
     name = names[-1] if names else DEFAULT_INDEX_NAME
     if not _NAME.fullmatch(name):  # match() would let a trailing newline through
-        raise IndexError_(
-            f"index name {name!r} in {redact(url)}: use lowercase letters, digits and _, "
-            "starting with a letter (at most 40)"
+        raise IndexError_(  # the name itself is not echoed: `?index=x;password=PW` holds one
+            f"the index name in {redact(url)} is not one: use lowercase letters, digits and "
+            "_, starting with a letter (at most 40)"
         )
     rest = urlencode([(k, v) for k, v in query if k != "index"])
     return Location(conninfo=urlunsplit(parts._replace(query=rest)), name=name)
@@ -121,7 +121,9 @@ def _redact_url(url: str) -> str:
         rest = f"{user}{colon}{'***' if colon else ''}{rest[at:]}"
 
     def param(m: re.Match[str]) -> str:
-        hidden = _SECRET_NAME.search(unquote(m.group(2)))
+        hidden = _SECRET_NAME.search(unquote(m.group(2))) or _KEY_VALUE.search(
+            unquote(m.group(3))  # a value that itself holds `password=...`, encoded or not
+        )
         return f"{m.group(1)}{m.group(2)}={'***' if hidden else m.group(3)}"
 
     return f"{scheme}://{_QUERY_PARAM.sub(param, rest)}"

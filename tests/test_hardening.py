@@ -140,6 +140,24 @@ def test_passwords_are_redacted_in_every_url_form(text: str) -> None:
     assert "***" in shown
 
 
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://db/footnote?index=x;password={SECRET}",
+        f"postgresql://db/footnote?index=x%3Bpassword%3D{SECRET}",
+        f"postgresql://db/footnote?sslmode=require&index=x;password={SECRET}&a=b",
+    ],
+)
+def test_a_bad_index_name_holding_a_password_is_not_echoed(url: str) -> None:
+    from footnote.store.postgres import parse_location
+    from footnote.store.types import IndexError_
+
+    with pytest.raises(IndexError_, match="index name") as refused:
+        parse_location(url)
+    assert SECRET not in str(refused.value)
+    assert SECRET not in redact(url)
+
+
 def test_redaction_keeps_what_is_not_secret() -> None:
     url = "postgresql://me@db:5432/footnote?index=team&sslmode=require"
 
