@@ -649,11 +649,10 @@ def _faiss_lookup(root: Path, version: str) -> Lookup:
     def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
         if "index" not in loaded:
             # Damage found here raises: dropping the kept documents would publish without them.
-            index: Index | None = load_index(root)
-            index.checksums.wait()  # reused chunks and vectors must be the verified ones
-            if index.version != version:
-                index = None  # replaced since ingest started: reuse nothing from it
-            loaded["index"] = index
+            live = load_index(root)
+            live.checksums.wait()  # reused chunks and vectors must be the verified ones
+            # replaced since ingest started: reuse nothing from it
+            loaded["index"] = live if live.version == version else None
         index = loaded["index"]
         if index is None:
             return [] if partial else None

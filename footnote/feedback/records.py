@@ -575,18 +575,18 @@ def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
                 "title": str(passage.get("title", "")),
                 "text": str(passage.get("text", "")),
             }
-    with _private_output((root / "corpus.jsonl")) as out:
+    with _private_output(root / "corpus.jsonl") as out:
         for cid, passage in corpus.items():
             out.write(json.dumps({"_id": cid, **passage}, ensure_ascii=False) + "\n")
-    with _private_output((root / "queries.jsonl")) as out:
+    with _private_output(root / "queries.jsonl") as out:
         for qid, text in queries.items():
             out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
-    with _private_output((root / "qrels" / "test.tsv")) as out:
+    with _private_output(root / "qrels" / "test.tsv") as out:
         out.write("query-id\tcorpus-id\tscore\n")
         for qid, judged in qrels.items():
             for cid, score in judged.items():
                 out.write(f"{qid}\t{cid}\t{score}\n")
-    with _private_output((root / "gaps.jsonl")) as out:
+    with _private_output(root / "gaps.jsonl") as out:
         for qid, text in gaps.items():
             out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
     return Export(
