@@ -5,6 +5,7 @@ python-pptx, then ingested on both backends."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from footnote.ingest.parsers import parse_file
 from footnote.ingest.pipeline import ingest
@@ -82,3 +83,34 @@ def test_office_files_ingest_and_cite(locate: Locate, tmp_path: Path) -> None:
     )
     hotel = search(SearchRequest(query="hotels 180 euros", index_dir=index, k=1, stage="bm25"))
     assert hotel[0].chunk.url == "travel.docx#hotels"
+
+
+def test_docx_paragraphs_are_read_without_a_style_scan_each(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """python-docx's `paragraph.style` and `paragraph.text` cost milliseconds per paragraph
+    (a scan of every style, XPath per run): the parser reads neither, so a small file of many
+    paragraphs parses in time linear in its size (benchmarks/office_parse.py measures it).
+    Repeated headings get distinct anchors in one step each."""
+    import docx
+    from docx.text.paragraph import Paragraph
+
+    document = docx.Document()
+    for n in range(30):
+        document.add_heading("Same", level=2)
+        document.add_paragraph(f"Body {n}, with a\ttab.")
+    document.add_heading("Same-1", level=2)
+    document.add_paragraph("The last one.")
+    path = tmp_path / "many.docx"
+    document.save(path)
+
+    def refused(self: Any) -> Any:
+        raise AssertionError("a per-paragraph python-docx lookup was used")
+
+    monkeypatch.setattr(Paragraph, "style", property(refused))
+    monkeypatch.setattr(Paragraph, "text", property(refused))
+    doc = parse_file(path, "many.docx")
+    anchors = [s.anchor for s in doc.sections]
+    assert anchors[:3] == ["same", "same-1", "same-2"] and len(set(anchors)) == 31
+    assert anchors[-1] == "same-1-1"  # a heading whose own slug was taken by a repeat
+    assert doc.sections[0].text == "Body 0, with a\ttab." and doc.sections[0].headings == ["Same"]
