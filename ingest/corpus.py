@@ -18,7 +18,8 @@ from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.pipeline import IngestSummary, live_state, update_index
 from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
 from footnote.store.backends import open_writer
-from footnote.store.types import FileRecord
+from footnote.store.postgres import redact
+from footnote.store.types import FileRecord, IndexError_
 
 
 def add(
@@ -53,7 +54,13 @@ def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestS
     gone from a root deleted; a root that cannot be read at all keeps its documents. A
     damaged live version is refused; `rebuild` re-reads every root it remembers instead."""
     _, kept = live_state(open_writer(index), rebuild=rebuild)
-    return update_index(index, read_roots(kept), rebuild=rebuild, **options)
+    roots = read_roots(kept)
+    if rebuild and not roots:  # rebuilding from nothing would publish an empty index
+        raise IndexError_(
+            f"index {redact(str(index))} remembers no sources to rebuild from: name them, "
+            "`footnote ingest --rebuild PATH... --index INDEX`"
+        )
+    return update_index(index, roots, rebuild=rebuild, **options)
 
 
 def remove(

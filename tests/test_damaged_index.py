@@ -14,7 +14,7 @@ import pytest
 from footnote.graph.indexer import IndexerContext
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.ingest import corpus
-from footnote.store.types import IndexCorrupt
+from footnote.store.types import IndexCorrupt, IndexError_
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.pg_fixture import PgServer
@@ -111,6 +111,18 @@ def test_sync_rebuild_brings_every_remembered_source_back(tmp_path: Path) -> Non
     listing = corpus.sources(index)
     assert [s["id"] for s in listing["sources"]] == [str(tmp_path / "docs")]
     assert listing["sources"][0]["access"] == ["staff"]  # the root's settings came back too
+
+
+def test_a_rebuild_with_no_remembered_sources_is_refused_not_published_empty(
+    tmp_path: Path,
+) -> None:
+    index, _ = _built(tmp_path)
+    (index / "sources.json").unlink()  # an index from before the sources were kept apart
+    _truncate_manifest(index)
+    before = _snapshot(index)
+    with pytest.raises(IndexError_, match="remembers no sources"):
+        corpus.sync(index, rebuild=True)
+    assert _snapshot(index) == before
 
 
 def test_cli_refuses_with_one_line_and_exit_2(tmp_path: Path, run_cli: RunCli) -> None:
