@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 
 from footnote.graph.tools import _served_user, _user_field
 from footnote.ingest import corpus
+from footnote.ingest.pipeline import DEFAULT_MAX_BYTES
 from footnote.store.backends import default_index
 
 Action = Literal["add", "remove", "sync", "sources"]
@@ -102,22 +103,42 @@ def _require_admin() -> None:
         raise NotAllowed("403: only admins may manage the index's sources")
 
 
+MAX_UPLOAD_BYTES = DEFAULT_MAX_BYTES
+"""An upload's size once decoded: ingest's own per-file limit, checked before decoding."""
+_DECODE_STEP = 4 << 20
+"""Base64 characters decoded and written at a time (a multiple of 4)."""
+
+
 def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
     """Write uploaded files under `folder`, by a plain file name only (no path from the
-    request reaches the file system beyond it)."""
-    saved = []
+    request reaches the file system beyond it). Every upload's size is checked from its
+    base64 length before anything is decoded or written, and each is decoded a step at a
+    time into its file, so an oversized one costs neither memory nor disk."""
+    checked = []
     for upload in uploads:
         name = str(upload.get("name", ""))
         if not UPLOAD_NAME.fullmatch(name) or ".." in name:
             raise ValueError(f"upload name {name[:60]!r} must be a plain file name")
-        try:
-            data = base64.b64decode(str(upload.get("content", "")), validate=True)
-        except binascii.Error as exc:
-            raise ValueError(f"upload {name!r}: content is not base64") from exc
+        content = upload.get("content", "")
+        if not isinstance(content, str):
+            raise ValueError(f"upload {name!r}: content is not base64")
+        if len(content) // 4 * 3 > MAX_UPLOAD_BYTES:
+            raise ValueError(f"upload {name!r} is over the limit of {MAX_UPLOAD_BYTES} bytes")
+        checked.append((name, content))
+    saved = []
+    for name, content in checked:
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / name
         tmp = folder / f".{name}.part"
-        tmp.write_bytes(data)
+        try:
+            with tmp.open("wb") as out:
+                for start in range(0, len(content), _DECODE_STEP):
+                    out.write(
+                        base64.b64decode(content[start : start + _DECODE_STEP], validate=True)
+                    )
+        except (binascii.Error, ValueError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise ValueError(f"upload {name!r}: content is not base64") from exc
         os.replace(tmp, path)
         saved.append(path)
     return saved

@@ -15,10 +15,11 @@ from typing import Any
 
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.pipeline import IngestSummary, update_index
+from footnote.ingest.pipeline import IngestSummary, live_state, update_index
 from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
 from footnote.store.backends import open_writer
-from footnote.store.types import FileRecord
+from footnote.store.postgres import redact
+from footnote.store.types import FileRecord, IndexError_
 
 
 def add(
@@ -48,21 +49,29 @@ def add(
     return update_index(index, roots, **options)
 
 
-def sync(index: str | Path, **options: Any) -> IngestSummary:
+def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestSummary:
     """Read every remembered root again: new documents added, changed ones updated, those
-    gone from a root deleted; a root that cannot be read at all keeps its documents."""
-    live = open_writer(index).previous()
-    roots = read_roots(live.manifest if live is not None else None)
-    return update_index(index, roots, **options)
+    gone from a root deleted; a root that cannot be read at all keeps its documents. A
+    damaged live version is refused; `rebuild` re-reads every root it remembers instead."""
+    _, kept = live_state(open_writer(index), rebuild=rebuild)
+    roots = read_roots(kept)
+    if rebuild and not roots:  # rebuilding from nothing would publish an empty index
+        raise IndexError_(
+            f"index {redact(str(index))} remembers no sources to rebuild from: name them, "
+            "`footnote ingest --rebuild PATH... --index INDEX`"
+        )
+    return update_index(index, roots, rebuild=rebuild, **options)
 
 
-def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> IngestSummary:
+def remove(
+    index: str | Path, patterns: Sequence[str], *, rebuild: bool = False, **options: Any
+) -> IngestSummary:
     """Delete documents (and their chunks) named by source name, glob, or root path/URL.
 
     A removed root is forgotten with all its documents. A document removed from a root that
     stays is added to that root's excludes, so the next `sync` does not bring it back."""
-    live = open_writer(index).previous()
-    roots = read_roots(live.manifest if live is not None else None)
+    live, kept = live_state(open_writer(index), rebuild=rebuild)
+    roots = read_roots(kept)
     files = live.files if live is not None else {}
     wanted = [str(p) for p in patterns]
     absolute = [os.path.abspath(p) if not is_url(p) else p for p in wanted]
@@ -99,13 +108,15 @@ def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> Ingest
         forget=gone_roots,
         unread=kept_roots,
         why_deleted="removed by `footnote remove`",
+        rebuild=rebuild,
         **options,
     )
 
 
 def sources(index: str | Path) -> dict[str, Any]:
     """What the index holds: each root with how it was added and its documents (chunks,
-    size, last ingested, access, admins-only reason), and each failure with its reason."""
+    size, last ingested, access, admins-only reason), and each failure with its reason. A
+    damaged index raises IndexCorrupt rather than listing as empty."""
     live = open_writer(index).previous()
     if live is None:
         return {
@@ -248,8 +259,8 @@ def watch(
     sync's summary. `stop` (a `threading.Event`) ends the watch."""
     import watchfiles
 
-    live = open_writer(index).previous()
-    roots = read_roots(live.manifest if live is not None else None)
+    _, kept = live_state(open_writer(index))
+    roots = read_roots(kept)
     paths = [r.id for r in roots if r.kind in ("folder", "file") and os.path.exists(r.id)]
     if not paths:
         raise ValueError(f"index {index} has no folder or file sources to watch")

@@ -1,8 +1,9 @@
 """A time budget for the work on one file during ingest.
 
 A parser can meet input that makes it crawl (a pathological PDF content stream, a page
-built to be slow). The budget stops that file with a reason and the run goes on; no worker
-process is needed, so a normal ingest starts as fast as before.
+built to be slow). The budget stops that file with a reason and the run goes on. Office
+files, whose parsing is C work no signal stops, are parsed in a worker process that the
+budget's deadline stops on any thread (ingest/isolation.py).
 """
 
 from __future__ import annotations
@@ -12,7 +13,13 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from types import FrameType
+
+current_deadline: ContextVar[float | None] = ContextVar("current_deadline", default=None)
+"""When the file being worked on must be done (`time.monotonic()`), inside
+`FileBudget.running()`: a worker process (ingest/isolation.py) is stopped then, on any
+thread, where the SIGALRM timer reaches the main thread only."""
 
 
 class TimeBudgetExceeded(BaseException):
@@ -96,9 +103,11 @@ class FileBudget:
             return
         self.check()
         self._since = time.monotonic()
+        token = current_deadline.set(self._since + max(self.remaining(), 0.001))
         try:
             with time_budget(max(self.remaining(), 0.001), reason=self.reason()):
                 yield
         finally:
+            current_deadline.reset(token)
             self.spent += time.monotonic() - self._since
             self._since = None

@@ -31,10 +31,11 @@ from footnote.models.embedding_choice import (
 from footnote.models.embedding_choice import remember as remember_embeddings
 from footnote.models.embedding_choice import remembered as remembered_embeddings
 from footnote.store.backends import is_postgres, open_writer
+from footnote.store.base import IndexWriter, PreviousState
 from footnote.store.embedding_cache import EmbeddingCache, prune_cache
 from footnote.store.files import write_batch_rows
 from footnote.store.text import embedding_text
-from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexMismatch
+from footnote.store.types import DEFAULT_ACCESS, Chunk, FileRecord, IndexError_, IndexMismatch
 
 DEFAULT_MAX_BYTES = 20_000_000
 DEFAULT_MAX_CHUNKS = 20_000
@@ -369,6 +370,23 @@ def ingest(
     )
 
 
+def live_state(
+    backend: IndexWriter, *, rebuild: bool = False
+) -> tuple[PreviousState | None, dict[str, Any]]:
+    """The live version and the sources and settings it remembers. A live version that
+    cannot be read is refused (IndexCorrupt, naming `--rebuild`) unless `rebuild`: then
+    nothing of it is reused, and its sources come from where the backend keeps them apart."""
+    try:
+        live = backend.previous()
+    except IndexError_:
+        if not rebuild:
+            raise
+        return None, backend.remembered() or {}
+    if live is None:
+        return None, {}
+    return live, live.manifest
+
+
 def update_index(
     index_dir: str | Path,
     roots: list[SourceRoot],
@@ -403,11 +421,10 @@ def update_index(
     cache = EmbeddingCache(index_dir)
     spool = FreshSpool(model.dimension)
     with backend.writer(), contextlib.closing(cache), contextlib.closing(spool):
-        live = backend.previous()
-        remembered = read_roots(live.manifest if live is not None else None)
+        live, kept = live_state(backend, rebuild=rebuild)
+        remembered = read_roots(kept)
         if default_access is None:
-            recorded = live.manifest.get("default_access") if live is not None else None
-            default_access = list(recorded or DEFAULT_ACCESS)
+            default_access = list(kept.get("default_access") or DEFAULT_ACCESS)
         manifest_settings: dict[str, Any] = {
             "embedding": {
                 "model": model.model_id,
@@ -430,9 +447,9 @@ def update_index(
                     "pass --rebuild to re-embed everything with the new model"
                 )
             previous = None
-        if previous is None and live is not None:
+        if previous is None and remembered:
             # Nothing can be reused: every remembered root is read again with the given ones,
-            # so a rebuild loses no document another root gave.
+            # so a rebuild loses no document another root gave (nor one a damaged version held).
             given = {r.id for r in roots}
             roots = roots + [r for r in remembered if r.id not in given and r.id not in forget]
         registry = merge_roots(

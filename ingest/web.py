@@ -55,6 +55,33 @@ class Page:
     validators: dict[str, str] | None = None
 
 
+MAX_FAILED_PAGES = 20
+"""Pages of one crawl that may fail before it stops (a failing site is not walked to its end):
+the root then keeps the documents of its last sync."""
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")
+
+
+def is_public(ip: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """A global unicast address, including what an IPv6 form embeds: an IPv4 address in
+    `::a.b.c.d`, `::ffff:a.b.c.d`, NAT64 (`64:ff9b::/96`), 6to4 (`2002::/16`) or Teredo must
+    itself be public (`64:ff9b::7f00:1` is loopback by way of a translator)."""
+    if not ip.is_global or ip.is_multicast:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address):
+        embedded: list[ipaddress.IPv4Address] = []
+        if ip.ipv4_mapped is not None:
+            embedded.append(ip.ipv4_mapped)
+        if ip in _NAT64 or ip in _IPV4_COMPATIBLE:
+            embedded.append(ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF))
+        if ip.sixtofour is not None:
+            embedded.append(ip.sixtofour)
+        if ip.teredo is not None:
+            embedded.extend(ip.teredo)
+        return all(is_public(v4) for v4 in embedded)
+    return True
+
+
 def check_address(host: str, port: int, allow_private: bool) -> str:
     """The first address `host` resolves to, once every answer is a public address."""
     try:
@@ -64,7 +91,7 @@ def check_address(host: str, port: int, allow_private: bool) -> str:
     addresses = [str(a[4][0]) for a in answers]
     for address in addresses:
         ip = ipaddress.ip_address(address.split("%", 1)[0])
-        if not allow_private and not ip.is_global:
+        if not allow_private and not is_public(ip):
             raise FetchRefused(
                 f"{host} resolves to {address}, a loopback, private or link-local address: "
                 "not fetched (allow_private lets an operator permit it)"
@@ -95,10 +122,13 @@ class Fetcher:
                 headers["If-Modified-Since"] = validators["last_modified"]
         started = time.monotonic()
         for _ in range(MAX_REDIRECTS + 1):
-            parts = urlsplit(url)
+            try:
+                parts = urlsplit(url)
+                port = parts.port or (443 if parts.scheme == "https" else 80)
+            except ValueError as exc:  # `http:\\x\\y`, `http://[::1`, a port of letters
+                raise FetchRefused(f"malformed URL {url[:200]!r}: {exc}") from None
             if parts.scheme not in ("http", "https") or not parts.hostname:
-                raise FetchRefused(f"not an http(s) URL: {url}")
-            port = parts.port or (443 if parts.scheme == "https" else 80)
+                raise FetchRefused(f"not an http(s) URL: {url[:200]}")
             address = check_address(parts.hostname, port, self.allow_private)
             pinned = address if ":" not in address else f"[{address}]"
             target = urlunsplit(
@@ -108,7 +138,10 @@ class Fetcher:
                 target, {**headers, "Host": parts.netloc}, parts.hostname, started
             )
             if response[0] in (301, 302, 303, 307, 308) and response[2].get("location"):
-                url = urldefrag(urljoin(url, response[2]["location"]))[0]
+                try:
+                    url = urldefrag(urljoin(url, response[2]["location"]))[0]
+                except ValueError as exc:
+                    raise FetchRefused(f"malformed redirect from {url[:200]}: {exc}") from None
                 continue
             status, data, found = response
             return Page(
@@ -147,13 +180,16 @@ class Fetcher:
                         raise ParseError(f"page took more than {self.timeout:g} s to fetch")
                     chunks.append(piece)
                 return response.status_code, b"".join(chunks), dict(response.headers)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.InvalidURL, ValueError) as exc:  # one page's failure
             raise ParseError(f"fetch failed: {type(exc).__name__}: {exc}") from exc
 
 
 def page_name(url: str) -> str:
     """A readable source name: host and path, without the scheme."""
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return url.split("://", 1)[-1][:200]
     path = parts.path or "/"
     name = f"{parts.netloc}{path}"
     return name + (f"?{parts.query}" if parts.query else "")
@@ -216,7 +252,8 @@ def _crawl(
         queue.extend((url, max_depth) for url in sorted(old_pages))  # pages known last time
     seen: set[str] = set()
     found: list[Candidate] = []
-    while queue and len(found) < max_pages:
+    fetched = failures = 0  # a failed page costs a fetch too: both count toward max_pages
+    while queue and fetched < max_pages:
         url, depth = queue.popleft()
         if url in seen:
             continue
@@ -228,6 +265,7 @@ def _crawl(
             skipped[url] = "disallowed by robots.txt"
             continue
         old = old_pages.get(url)
+        fetched += 1
         try:
             page = fetcher.get(url, old.fetch if old else None)
         except ParseError as exc:
@@ -235,6 +273,10 @@ def _crawl(
                 failed[root.id] = str(exc)
                 return None
             failed[page_name(url)] = str(exc)
+            failures += 1
+            if failures >= MAX_FAILED_PAGES:
+                failed[root.id] = f"{failures} pages failed: the crawl stopped"
+                return None
             continue
         if page.url != url:  # redirected: the page is known by where it ended
             if page.url in seen:
@@ -254,6 +296,10 @@ def _crawl(
                 failed[root.id] = f"HTTP {page.status}"
                 return None
             failed[page_name(url)] = f"HTTP {page.status}"
+            failures += 1
+            if failures >= MAX_FAILED_PAGES:
+                failed[root.id] = f"{failures} pages failed: the crawl stopped"
+                return None
             continue
         found.append(_candidate(root, page.url, page, fetcher, old))
         if (
@@ -340,7 +386,10 @@ def _links(data: bytes, base: str) -> list[str]:
     links: list[str] = []
     for anchor in soup.find_all("a", href=True):
         href: Any = anchor.get("href")
-        url = urldefrag(urljoin(base, str(href)))[0]
+        try:
+            url = urldefrag(urljoin(base, str(href)))[0]
+        except ValueError:  # a malformed link is not followed
+            continue
         if url.startswith(("http://", "https://")):
             links.append(url)
     return links

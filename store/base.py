@@ -38,13 +38,28 @@ class PreviousState:
     `partial` (the second argument), which skips the missing ones."""
 
 
+REMEMBERED_KEYS = ("sources", "default_access", "embedding", "chunking")
+"""What a manifest holds that a rebuild needs again: the sources to read and how."""
+
+
+def remembered_settings(manifest: dict[str, Any]) -> dict[str, Any]:
+    """The part of a manifest a backend keeps apart from its versions (`remembered`)."""
+    return {key: manifest[key] for key in REMEMBERED_KEYS if key in manifest}
+
+
 class IndexWriter(Protocol):
     """The write side of an index, as incremental ingest uses it."""
 
     location: str
 
     def previous(self) -> PreviousState | None:
-        """The live version, or None when there is none (or it cannot be read)."""
+        """The live version, or None when there is none. A live version that cannot be read
+        raises IndexCorrupt: building on it as if it were empty would publish an index
+        without its documents and prune the damaged one."""
+
+    def remembered(self) -> dict[str, Any] | None:
+        """The sources and settings of the last publish (`remembered_settings`), kept apart
+        from the versions so they survive a damaged one; None when there are none."""
 
     def publish(
         self,

@@ -28,7 +28,7 @@ import numpy as np
 
 from footnote.store import jsonfile
 from footnote.store.columns import FILES as COLUMN_FILES
-from footnote.store.types import Chunk, FileRecord, IndexCorrupt
+from footnote.store.types import REBUILD_HINT, Chunk, FileRecord, IndexCorrupt
 
 VERSION_NAME = re.compile(r"v\d{8}T\d{6}-\d{1,10}-[A-Za-z0-9_]{6,16}")
 """How write_index names a version; CURRENT must hold exactly such a name."""
@@ -70,8 +70,7 @@ mismatch" when two threads run it at once (readers loading while a writer publis
 
 def damaged(root: Path, what: str) -> IndexCorrupt:
     return IndexCorrupt(
-        f"index {root}: {what}; the index was modified or damaged. "
-        "Rebuild it with `footnote ingest --rebuild`"
+        f"index {root}: {what}; the index was modified or damaged. {REBUILD_HINT}"
     )
 
 
@@ -134,9 +133,9 @@ def read_manifest(root: Path, vdir: Path) -> dict[str, Any]:
             raise damaged(root, "the manifest is too large")
         manifest = jsonfile.loads(path.read_bytes().decode("utf-8"))
     except (OSError, ValueError) as exc:
-        raise IndexCorrupt(f"index {root}: unreadable manifest ({exc})") from exc
+        raise damaged(root, f"unreadable manifest ({exc})") from exc
     if not isinstance(manifest, dict):
-        raise IndexCorrupt(f"index {root}: the manifest is not a JSON object")
+        raise damaged(root, "the manifest is not a JSON object")
     return manifest
 
 
@@ -154,7 +153,7 @@ def check_manifest_fields(root: Path, manifest: dict[str, Any]) -> tuple[int, in
         and _count(counts.get("files"))
         and isinstance(manifest.get("checksums"), dict)
     ):
-        raise IndexCorrupt(f"index {root}: the manifest lacks required fields; rebuild the index")
+        raise damaged(root, "the manifest lacks required fields")
     return int(embedding["dimension"]), int(counts["chunks"])
 
 

@@ -32,6 +32,7 @@ import json
 import os
 import shutil
 import sqlite3
+import stat
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -42,7 +43,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from footnote.store.base import FileFailure, Lookup, PreviousState
+from footnote.store import jsonfile
+from footnote.store.base import FileFailure, Lookup, PreviousState, remembered_settings
 from footnote.store.chunkdb import ChunkDbWriter, ChunkTable
 from footnote.store.columns import (
     DICTIONARY_COLUMNS,
@@ -83,7 +85,6 @@ from footnote.store.types import (
     FileRecord,
     Filters,
     IndexCorrupt,
-    IndexError_,
     IndexMismatch,
     IndexNotFound,
     Ranked,
@@ -447,8 +448,50 @@ def _write_version(
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    _write_remembered(root, manifest)
     _prune(versions, keep={version, previous} - {None})
     return version
+
+
+REMEMBERED = "sources.json"
+"""Beside the versions: the last published sources and settings (`remembered_settings`), so
+a rebuild of a damaged live version still knows what to read again."""
+MAX_REMEMBERED_BYTES = 16 << 20
+
+
+def _write_remembered(root: Path, manifest: dict[str, Any]) -> None:
+    pointer = root / f"{REMEMBERED}.{os.getpid()}.tmp"
+    try:
+        pointer.write_text(json.dumps(remembered_settings(manifest), indent=1), "utf-8")
+        _fsync(pointer)
+        os.replace(pointer, root / REMEMBERED)
+    finally:
+        pointer.unlink(missing_ok=True)
+
+
+def read_remembered(root: Path) -> dict[str, Any] | None:
+    """The settings the last publish left beside the versions; None when there are none or
+    they cannot be read (a rebuild then reads only the paths it is given)."""
+    path = root / REMEMBERED
+    try:
+        info = os.lstat(path)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_REMEMBERED_BYTES:
+            return None
+        found = jsonfile.loads(path.read_bytes().decode("utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    kept = remembered_settings(found)
+    access = kept.get("default_access")
+    if access is not None and not (
+        isinstance(access, list) and all(isinstance(g, str) for g in access)
+    ):
+        kept.pop("default_access")
+    for key in ("sources", "embedding", "chunking"):
+        if not isinstance(kept.get(key), list if key == "sources" else dict):
+            kept.pop(key, None)
+    return kept
 
 
 class _StagedParts:
@@ -544,13 +587,12 @@ class FilesWriter:
         return writer_lock(self.root)
 
     def previous(self) -> PreviousState | None:
-        try:
-            if current_version(self.root) is None:
-                return None
-            catalogue = read_catalogue(self.root)
-            files = read_catalogue_files(self.root, catalogue)
-        except IndexError_:
+        """None only when there is no index: a damaged live version raises IndexCorrupt
+        (and one of another format IndexMismatch), so no writer builds on it as if empty."""
+        if current_version(self.root) is None:
             return None
+        catalogue = read_catalogue(self.root)
+        files = read_catalogue_files(self.root, catalogue)
         return PreviousState(
             version=catalogue.version,
             manifest=catalogue.manifest,
@@ -583,6 +625,9 @@ class FilesWriter:
             self.root, batches=batches(), files=files, manifest=manifest, batch_rows=step
         )
 
+    def remembered(self) -> dict[str, Any] | None:
+        return read_remembered(self.root)
+
 
 def read_catalogue_files(root: Path, catalogue: Catalogue) -> dict[str, FileRecord]:
     """The version's file records, once every part's checksum is verified, naming only
@@ -603,15 +648,11 @@ def _faiss_lookup(root: Path, version: str) -> Lookup:
 
     def lookup(ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
         if "index" not in loaded:
-            try:
-                index: Index | None = load_index(root)
-                if index is not None:
-                    index.checksums.wait()  # reused chunks and vectors must be the verified ones
-            except IndexError_:
-                index = None
-            if index is not None and index.version != version:
-                index = None  # replaced since ingest started: reuse nothing from it
-            loaded["index"] = index
+            # Damage found here raises: dropping the kept documents would publish without them.
+            live = load_index(root)
+            live.checksums.wait()  # reused chunks and vectors must be the verified ones
+            # replaced since ingest started: reuse nothing from it
+            loaded["index"] = live if live.version == version else None
         index = loaded["index"]
         if index is None:
             return [] if partial else None

@@ -28,15 +28,18 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
-from footnote.store.base import STORED, FileFailure, PreviousState
+from footnote.store.base import STORED, FileFailure, PreviousState, remembered_settings
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
+    REBUILD_HINT,
     Caller,
     Chunk,
     FileRecord,
     Filters,
+    IndexCorrupt,
     IndexError_,
+    IndexMismatch,
     IndexNotFound,
     Ranked,
     access_groups,
@@ -85,9 +88,9 @@ def parse_location(url: str) -> Location:
     names = [v for k, v in query if k == "index"]
     name = names[-1] if names else DEFAULT_INDEX_NAME
     if not _NAME.fullmatch(name):  # match() would let a trailing newline through
-        raise IndexError_(
-            f"index name {name!r} in {redact(url)}: use lowercase letters, digits and _, "
-            "starting with a letter (at most 40)"
+        raise IndexError_(  # the name itself is not echoed: `?index=x;password=PW` holds one
+            f"the index name in {redact(url)} is not one: use lowercase letters, digits and "
+            "_, starting with a letter (at most 40)"
         )
     rest = urlencode([(k, v) for k, v in query if k != "index"])
     return Location(conninfo=urlunsplit(parts._replace(query=rest)), name=name)
@@ -118,7 +121,9 @@ def _redact_url(url: str) -> str:
         rest = f"{user}{colon}{'***' if colon else ''}{rest[at:]}"
 
     def param(m: re.Match[str]) -> str:
-        hidden = _SECRET_NAME.search(unquote(m.group(2)))
+        hidden = _SECRET_NAME.search(unquote(m.group(2))) or _KEY_VALUE.search(
+            unquote(m.group(3))  # a value that itself holds `password=...`, encoded or not
+        )
         return f"{m.group(1)}{m.group(2)}={'***' if hidden else m.group(3)}"
 
     return f"{scheme}://{_QUERY_PARAM.sub(param, rest)}"
@@ -266,16 +271,51 @@ class PostgresWriter:
         return nullcontext()
 
     def previous(self) -> PreviousState | None:
+        """None when the index has no manifest row; a row whose tables are gone or whose
+        records cannot be read raises IndexCorrupt, another format IndexMismatch."""
+        where = self.where
         with self.connection() as conn:
-            found = read_manifest(conn, self.where)
-            if found is None:
+            if not _table_exists(conn, "footnote_indexes"):
                 return None
-            version, manifest = found
+            row = conn.execute(
+                "SELECT version, manifest FROM footnote_indexes WHERE name = %s", (where.name,)
+            ).fetchone()
+            if row is None:
+                return None
+            if not isinstance(row[1], dict):
+                raise self._damaged("its manifest row is not a JSON object")
+            version, manifest = str(row[0]), dict(row[1])
             if manifest.get("format_version") != FORMAT_VERSION:
-                return None
-            rows = conn.execute(f"SELECT source, record FROM {self.where.files}").fetchall()
-        files = {str(s): FileRecord(**r) for s, r in rows}
+                raise IndexMismatch(
+                    f"index {redact(self.location)} has format version "
+                    f"{manifest.get('format_version')!r}, this Footnote writes version "
+                    f"{FORMAT_VERSION}: {REBUILD_HINT.lower()}"
+                )
+            for table in (where.chunks, where.files):
+                if not _table_exists(conn, table):
+                    raise self._damaged(f"table {table} is missing")
+            rows = conn.execute(f"SELECT source, record FROM {where.files}").fetchall()
+        try:
+            files = {str(s): FileRecord(**r) for s, r in rows}
+        except TypeError as exc:
+            raise self._damaged(f"a file record cannot be read ({exc})") from exc
         return PreviousState(version=version, manifest=manifest, files=files, lookup=self._lookup)
+
+    def remembered(self) -> dict[str, Any] | None:
+        """The manifest row's sources and settings: the row outlives damaged chunk tables."""
+        with self.connection() as conn:
+            if not _table_exists(conn, "footnote_indexes"):
+                return None
+            row = conn.execute(
+                "SELECT manifest FROM footnote_indexes WHERE name = %s", (self.where.name,)
+            ).fetchone()
+        return remembered_settings(row[0]) if row is not None and isinstance(row[0], dict) else None
+
+    def _damaged(self, what: str) -> IndexCorrupt:
+        return IndexCorrupt(
+            f"index {redact(self.location)}: {what}; the index was modified or damaged. "
+            f"{REBUILD_HINT}"
+        )
 
     def _lookup(self, ids: list[str], partial: bool) -> list[tuple[Chunk, Any]] | None:
         with self.connection() as conn:

@@ -39,6 +39,13 @@ class IndexCorrupt(IndexError_):
     pass
 
 
+REBUILD_HINT = (
+    "Rebuild it from the sources it remembers with `footnote sync --rebuild` "
+    "(or `footnote ingest --rebuild PATH...`)"
+)
+"""How every damage message ends: a writer refuses a damaged index rather than build on it."""
+
+
 class IndexMismatch(IndexError_):
     pass
 

@@ -1,7 +1,7 @@
 """A tiny website for crawl tests, run as its own process on a loopback port:
 `python tests/site_server.py ROOT LOG`. Serves files under ROOT with an ETag (their sha256)
-and answers If-None-Match with 304, redirects /old.html to /b.html and /away.html to
-localhost, and appends one
+and answers If-None-Match with 304, redirects /old.html to /b.html, /away.html to
+localhost and /malformed.html to `http:\\\\x\\y`, and appends one
 `PATH STATUS` line per request to LOG. Prints its port on the first line."""
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?", 1)[0]
         if path == "/old.html":
             return self._send(301, b"", {"Location": "/b.html"})
+        if path == "/malformed.html":  # a redirect to a URL no client can parse
+            return self._send(302, b"", {"Location": "http:\\\\x\\y"})
         if path == "/away.html":  # the same server under another host name
             port = self.server.server_address[1]
             return self._send(302, b"", {"Location": f"http://localhost:{port}/b.html"})

@@ -130,7 +130,75 @@ def test_migrations_upgrade_a_version_1_store_keeping_its_rows(location: str) ->
     (row,) = store.all()
     assert (row.user_id, row.question, row.rating) == ("alice", "q?", 1)
     assert row.should_cover is None and row.reviewed_by == ""
+    assert len(row.id) == 32 and store.get(row.id) == row  # an older row gets a random id
+    assert row.access_scope is None  # unknown: served to admins only (fails closed)
     assert FeedbackStore(location).version() == SCHEMA_VERSION  # idempotent
+
+
+def test_ids_are_random_and_rows_keep_the_access_they_were_rated_under(location: str) -> None:
+    store = FeedbackStore(location)
+    rows = [
+        store.record(user=user, answer=answer(f"m{n}"), rating=1, access_scope="everyone,hr")
+        for n, user in enumerate(("alice", "bob", "alice"))
+    ]
+    ids = [r.id for r in rows]
+    assert len(set(ids)) == 3 and not any(i.isdigit() for i in ids)
+    assert all(len(i) == 32 and int(i, 16) >= 0 for i in ids)
+    assert "row" not in rows[0].public() and "access_scope" not in rows[0].public()
+    mine = Filters(user="alice", access_scope="everyone,hr")
+    assert [r.id for r in store.search(mine)] == [ids[2], ids[0]]
+    assert store.search(Filters(user="alice", access_scope="everyone,sales")) == []
+    older = Filters(user="alice", access_scope="everyone,hr", before_id=ids[2])
+    assert [r.id for r in store.search(older)] == [ids[0]]
+
+
+def test_the_store_and_its_exports_are_private_to_their_owner(tmp_path: Path) -> None:
+    import stat
+
+    def mode(path: Path) -> int:
+        return stat.S_IMODE(path.stat().st_mode)
+
+    location = tmp_path / "new" / "feedback.sqlite3"
+    store = FeedbackStore(str(location))
+    store.record(user="alice", answer=answer("m1"), rating=1)
+    assert (mode(location), mode(location.parent)) == (0o600, 0o700)
+    older = tmp_path / "older.sqlite3"
+    older.touch(mode=0o644)
+    older.chmod(0o644)
+    FeedbackStore(str(older))
+    assert mode(older) == 0o600  # a store made before the rule is closed on open
+    golden = tmp_path / "golden"
+    (golden / "qrels").mkdir(parents=True)
+    (golden / "corpus.jsonl").write_text("stale")
+    (golden / "corpus.jsonl").chmod(0o644)
+    export_beir(store.all(), golden)
+    fresh = tmp_path / "fresh"
+    export_beir(store.all(), fresh)
+    for folder in (golden, fresh):
+        for name in ("corpus.jsonl", "queries.jsonl", "qrels/test.tsv", "gaps.jsonl"):
+            assert mode(folder / name) == 0o600, (folder, name)
+    assert (mode(fresh), mode(fresh / "qrels")) == (0o700, 0o700)
+
+
+def test_feedback_is_served_under_the_threads_rule() -> None:
+    from footnote.server.credentials import Identity
+    from footnote.server.feedback_routes import readable
+
+    row = Feedback_row(user_id="api_key:alice", access_scope="everyone,hr")
+    alice = Identity(user="alice", groups=("everyone", "hr"), method="api_key")
+    assert readable(row, alice)
+    moved = Identity(user="alice", groups=("everyone", "sales"), method="api_key")
+    assert not readable(row, moved)  # her groups changed: 404, as her thread is
+    bob = Identity(user="bob", groups=("everyone", "hr"), method="api_key")
+    assert not readable(row, bob)
+    assert readable(row, Identity(user="root", admin=True, method="api_key"))
+    assert not readable(Feedback_row(user_id="api_key:alice", access_scope=None), alice)
+
+
+def Feedback_row(**fields: Any) -> Any:  # noqa: N802 - reads as the row it stands for
+    from types import SimpleNamespace
+
+    return SimpleNamespace(**fields)
 
 
 def test_a_store_from_a_newer_footnote_is_refused(tmp_path: Path) -> None:
@@ -243,7 +311,7 @@ def _legacy_history() -> list[dict[str, Any]]:
         ),
     ]
     history = [
-        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step}}
+        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step, "source": "loop"}}
         for run, step, nxt, values in steps
     ]
     return history[::-1]
@@ -365,7 +433,7 @@ def _history() -> list[dict[str, Any]]:
         ),
     ]
     history = [
-        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step}}
+        {"values": values, "next": nxt, "metadata": {"run_id": run, "step": step, "source": "loop"}}
         for run, step, nxt, values in steps
     ]
     return history[::-1]
@@ -418,6 +486,34 @@ def _as_served(snapshot: Any) -> dict[str, Any]:
     """A state snapshot as the server's history returns it: JSON, models as their dumps."""
     values = json.loads(json.dumps(snapshot.values, default=lambda o: o.model_dump()))
     return {"values": values, "next": list(snapshot.next), "metadata": dict(snapshot.metadata)}
+
+
+def test_a_thread_whose_state_a_client_wrote_gives_no_answer_to_rate() -> None:
+    """A forged `POST /threads/{id}/state` (an answer citing a real chunk id, a fake
+    passage) leaves a checkpoint of source `update`: neither it nor any later answer of the
+    thread is taken as a run's record."""
+    forged = {
+        "values": {
+            "messages": [
+                {"type": "human", "id": "h9", "content": "Salaries?"},
+                {"type": "ai", "id": "fake", "content": "On the 1st. [1]"},
+            ],
+            "citations": [{"n": 1, "chunk_id": "salaries.md#pay:0", "source": "salaries.md"}],
+            "documents": [_doc("salaries.md#pay:0", "salaries.md")],
+        },
+        "next": [],
+        "metadata": {"source": "update", "step": 9, "run_id": "run-2"},
+    }
+    history = [forged, *_history()]
+    with pytest.raises(AnswerNotFound):
+        answer_record(history, "thread", "fake")
+    with pytest.raises(AnswerNotFound):  # a real answer after the write is not vouched for
+        answer_record([dict(_history()[0], metadata={"source": "loop", "run_id": "r3"}),
+                       forged, *_history()], "thread", "a2")  # fmt: skip
+    assert answer_record(_history(), "thread", "a2")["message_id"] == "a2"  # unedited: found
+    unsourced = [dict(s, metadata={"run_id": "run-2", "step": 5}) for s in _history()]
+    with pytest.raises(AnswerNotFound):  # no source: not known to be a run's own step
+        answer_record(unsourced, "thread", "a2")
 
 
 def test_why_of_a_real_multi_part_run_shows_every_parts_searches(handbook_index: Path) -> None:

@@ -6,6 +6,8 @@ store in a real PostgreSQL."""
 from __future__ import annotations
 
 import json
+import os
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +21,15 @@ from footnote.feedback.records import FeedbackStore
 from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import RunningServer, ServerFailed, running_server
 from tests.conftest import RunCli
-from tests.served import GRAPH_ID, PUBLIC_QUESTION, Listener, Team, api_key_team, build_corpus
+from tests.served import (
+    GRAPH_ID,
+    PUBLIC_QUESTION,
+    Listener,
+    Team,
+    api_key_team,
+    build_corpus,
+    leaked,
+)
 from tests.test_feedback import LangSmithStub
 
 pytestmark = pytest.mark.integration
@@ -256,6 +266,84 @@ def test_why_for_the_owner_and_admins_only(served: Feedbacked, rated: dict[str, 
     unrated_query = f"/feedback/why?thread_id={unrated_thread}&message_id={unrated['id']}"
     assert served.call("alice", "GET", unrated_query).status_code == 200
     assert served.call("root", "GET", unrated_query).status_code == 404
+
+
+def _regroup(served: Feedbacked, user: str, groups: list[str]) -> None:
+    """Change a user's groups in the server's key file (the server reloads it on change)."""
+    path = Path(served.team.env["FOOTNOTE_API_KEYS"])
+    entries = json.loads(path.read_text())
+    for entry in entries.values():
+        if entry["user"] == user:
+            entry["groups"] = groups
+    before = path.stat().st_mtime_ns
+    path.write_text(json.dumps(entries, indent=2) + "\n")
+    os.utime(path, ns=(before + 2_000_000_000, before + 2_000_000_000))
+
+
+def test_feedback_after_a_group_change_is_404_like_the_thread(served: Feedbacked) -> None:
+    """Bob (hr) rates a payroll answer; moved to sales, his thread is 404 and so is his
+    feedback, listed or read; given hr back, both return."""
+    thread_id, message = served.ask("bob", SALARY_QUESTION)
+    created = rate(served, "bob", (thread_id, message), rating=1)
+    assert created.status_code == 201, created.text
+    row = created.json()
+    assert "25th of each month" in row["answer"], row["answer"]
+    assert not row["id"].isdigit() and len(row["id"]) == 32  # opaque, not a count
+    mine = served.call("bob", "GET", "/feedback").json()["items"]
+    assert row["id"] in {r["id"] for r in mine}
+    try:
+        _regroup(served, "bob", ["sales"])
+        deadline = time.monotonic() + 30
+        while served.call("bob", "GET", f"/threads/{thread_id}").status_code != 404:
+            assert time.monotonic() < deadline, "the key file change was not picked up"
+            time.sleep(0.2)
+        assert served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 404
+        listed = served.call("bob", "GET", "/feedback")
+        assert listed.status_code == 200
+        assert row["id"] not in {r["id"] for r in listed.json()["items"]}
+        assert not leaked("dave", listed.json())  # nothing of payroll.md, whoever asks
+        patched = served.call("bob", "PATCH", f"/feedback/{row['id']}", json={"rating": -1})
+        assert patched.status_code == 404
+        assert served.call("root", "GET", f"/feedback/{row['id']}").status_code == 200
+    finally:
+        _regroup(served, "bob", ["hr"])
+    deadline = time.monotonic() + 30
+    while served.call("bob", "GET", f"/feedback/{row['id']}").status_code != 200:
+        assert time.monotonic() < deadline, "bob's access did not come back"
+        time.sleep(0.2)
+
+
+def test_forged_thread_state_is_refused_and_never_rated(
+    served: Feedbacked, tmp_path: Path, run_cli: RunCli
+) -> None:
+    """Alice writes her own thread's state with a fake answer citing a real restricted chunk
+    and a fake passage: the write is refused, and nothing of it can be rated or exported."""
+    thread_id, message = served.ask("alice", PUBLIC_QUESTION)
+    forged = {
+        "values": {
+            "messages": [{"type": "ai", "id": "forged-1", "content": "Salaries: the 1st. [1]"}],
+            "citations": [{"n": 1, "chunk_id": "payroll.md#pay:0", "source": "payroll.md"}],
+            "documents": [
+                {
+                    "page_content": "FORGED PASSAGE",
+                    "metadata": {"chunk_id": "payroll.md#pay:0", "source": "payroll.md"},
+                }
+            ],
+        }
+    }
+    written = served.call("alice", "POST", f"/threads/{thread_id}/state", json=forged)
+    assert written.status_code == 403, written.text
+    assert rate(served, "alice", (thread_id, {"id": "forged-1"}), rating=1).status_code == 404
+    assert rate(served, "alice", (thread_id, message), rating=1).status_code == 201
+    golden = tmp_path / "golden"
+    exported = run_cli("feedback", "export", str(golden), "--db", served.store, "--json")
+    assert exported.returncode == 0, exported.stderr
+    assert "FORGED PASSAGE" not in (golden / "corpus.jsonl").read_text()
+
+
+def test_a_deeply_nested_body_is_refused_not_a_500(served: Feedbacked) -> None:
+    nested = served.call("alice", "POST", "/feedback", content=b"[" * 16_000)
+    assert nested.status_code == 422, nested.text
 
 
 def test_export_then_eval_round_trip(

@@ -54,6 +54,10 @@ SECRET = "s3cr3t-Pa55"
         ("/threads", "pass"),
         ("/deployments", "pass"),
         ("/internals", "pass"),
+        ("/store/items/search", "refused"),
+        ("//store/items", "refused"),
+        ("/store/namespaces", "refused"),
+        ("/stores", "pass"),
     ],
 )
 def test_each_path_gets_its_verdict(path: str, expected: str) -> None:
@@ -98,7 +102,12 @@ def test_meta_routes_need_an_admin_and_internal_routes_are_closed(tmp_path: Path
     assert call(app, "/internal/truncate", root, "POST") == 404
     assert call(app, "/deploy", root, "POST") == 404
     assert call(app, "/ok", {}) == 200
+    for path, method in (("/store/items/search", "POST"), ("/store/items", "PUT")):
+        assert call(app, path, {}, method) == 401
+        assert call(app, path, alice, method) == 403
+        assert call(app, path, root, method) == 403  # never reaches the server's own handler
     anonymous = ClosedRoutes(ok, Credentials(None, None))
+    assert call(anonymous, "/store/items/search", {}, "POST") == 403
     assert call(anonymous, "/openapi.json", {}) == 403
     assert call(anonymous, "/internal/debug/thread/x", {}) == 404
 
@@ -138,6 +147,24 @@ def test_passwords_are_redacted_in_every_url_form(text: str) -> None:
 
     assert SECRET not in shown
     assert "***" in shown
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"postgresql://db/footnote?index=x;password={SECRET}",
+        f"postgresql://db/footnote?index=x%3Bpassword%3D{SECRET}",
+        f"postgresql://db/footnote?sslmode=require&index=x;password={SECRET}&a=b",
+    ],
+)
+def test_a_bad_index_name_holding_a_password_is_not_echoed(url: str) -> None:
+    from footnote.store.postgres import parse_location
+    from footnote.store.types import IndexError_
+
+    with pytest.raises(IndexError_, match="index name") as refused:
+        parse_location(url)
+    assert SECRET not in str(refused.value)
+    assert SECRET not in redact(url)
 
 
 def test_redaction_keeps_what_is_not_secret() -> None:
@@ -285,3 +312,36 @@ def test_webhooks_are_off_unless_the_operator_allows_them(
 def test_deeply_nested_indexes_setting_is_a_settings_error() -> None:
     with pytest.raises(SettingsError, match="nested too deeply"):
         ServerSettings.from_env({"FOOTNOTE_INDEXES": "[" * 100_000})
+
+
+# --- uploads sized before they are decoded ------------------------------------------------
+
+
+def test_an_oversized_upload_is_refused_before_it_is_decoded_or_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import base64
+
+    from footnote.graph import indexer
+
+    decoded: list[int] = []
+    real = base64.b64decode
+    monkeypatch.setattr(indexer, "MAX_UPLOAD_BYTES", 3_000)
+    monkeypatch.setattr(indexer, "_DECODE_STEP", 400)
+    monkeypatch.setattr(
+        indexer.base64, "b64decode", lambda s, **kw: decoded.append(len(s)) or real(s, **kw)
+    )
+    folder = tmp_path / "uploads"
+    small = base64.b64encode(b"# Fine\n\nA small note.\n" * 50).decode()
+    big = base64.b64encode(b"x" * 3_003).decode()
+    with pytest.raises(ValueError, match="over the limit"):
+        indexer._save_uploads(
+            [{"name": "a.md", "content": small}, {"name": "b.md", "content": big}], folder
+        )
+    assert decoded == [] and not folder.exists()  # nothing decoded, nothing on disk
+    (saved,) = indexer._save_uploads([{"name": "a.md", "content": small}], folder)
+    assert saved.read_bytes() == b"# Fine\n\nA small note.\n" * 50
+    assert decoded and max(decoded) <= 400  # decoded a step at a time
+    with pytest.raises(ValueError, match="not base64"):
+        indexer._save_uploads([{"name": "c.md", "content": "!!!!" * 10}], folder)
+    assert sorted(p.name for p in folder.iterdir()) == ["a.md"]  # no part file left

@@ -72,6 +72,17 @@ MALFORMED_FRONT_MATTER = {
     "zero-width-key.md": "---\nacc\u200bess: [hr]\n---\n{secret}\n",
     "homoglyph-key.md": "---\n\u0430ccess: [hr]\n---\n{secret}\n",
     "homoglyph-toml-key.md": '+++\n"acce\u0455s" = ["hr"]\n+++\n{secret}\n',
+    "empty-block-first.md": "---\n---\n---\naccess: [hr]\n---\n{secret}\n",
+    "rule-then-front-matter.md": "---\nA rule.\n---\n---\naccess: [hr]\n---\n{secret}\n",
+    "yaml-directive.md": "%YAML 1.2\n---\naccess: [hr]\n---\n{secret}\n",
+    "tag-directive.md": "%TAG ! tag:x,2000:\n---\naccess: [hr]\n---\n{secret}\n",
+    "line-separators.md": "---\u2028access: [hr]\u2028---\n{secret}\n",
+    "paragraph-separator.md": "---\u2029access: [hr]\n---\n{secret}\n",
+    "next-line.md": "---\x85access: [hr]\n---\n{secret}\n",
+    "text-unclosed.txt": "---\naccess: [hr]\n\n{secret}\n",
+    "text-capitalised.txt": "---\nAccess: [hr]\n---\n{secret}\n",
+    "text-empty-block-first.txt": "---\n---\n---\naccess: [hr]\n---\n{secret}\n",
+    "text-yaml-directive.txt": "%YAML 1.2\n---\naccess: [hr]\n---\n{secret}\n",
 }
 
 
@@ -97,11 +108,23 @@ def test_malformed_front_matter_is_admin_only_with_a_reason(tmp_path: Path, name
     ],
 )
 def test_clean_front_matter_is_read(tmp_path: Path, text: str, groups: list[str] | None) -> None:
-    path = tmp_path / "doc.md"
-    path.write_text(text)
-    doc = parse_file(path, "doc.md")
-    assert doc.access_problem is None
-    assert doc.access == groups
+    for name in ("doc.md", "doc.txt"):  # a text file's front matter is honoured as well
+        path = tmp_path / name
+        path.write_text(text)
+        doc = parse_file(path, name)
+        assert doc.access_problem is None, name
+        assert doc.access == groups, name
+        if groups is not None:
+            assert all("access" not in s.text for s in doc.sections), name
+
+
+def test_a_text_files_front_matter_gives_its_title_and_leaves_its_body(tmp_path: Path) -> None:
+    path = tmp_path / "notes.txt"
+    path.write_text("---\ntitle: Payroll notes\naccess: [hr]\nowner: ops\n---\nPaid monthly.\n")
+    doc = parse_file(path, "notes.txt")
+    assert (doc.title, doc.access, doc.metadata) == ("Payroll notes", ["hr"], {"owner": "ops"})
+    assert [s.text for s in doc.sections] == ["Paid monthly."]
+    assert doc.sections[0].line_start == 6  # line numbers still match the file
 
 
 def test_malformed_front_matter_is_reported_and_hidden(locate: Locate, tmp_path: Path) -> None:

@@ -5,8 +5,13 @@ python-pptx, then ingested on both backends."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from footnote.ingest.documents import ParseError
 from footnote.ingest.parsers import parse_file
+from footnote.ingest.parsers.office import parse_docx
 from footnote.ingest.pipeline import ingest
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import Locate
@@ -82,3 +87,95 @@ def test_office_files_ingest_and_cite(locate: Locate, tmp_path: Path) -> None:
     )
     hotel = search(SearchRequest(query="hotels 180 euros", index_dir=index, k=1, stage="bm25"))
     assert hotel[0].chunk.url == "travel.docx#hotels"
+
+
+def test_docx_paragraphs_are_read_without_a_style_scan_each(
+    tmp_path: Path, monkeypatch: Any
+) -> None:
+    """python-docx's `paragraph.style` and `paragraph.text` cost milliseconds per paragraph
+    (a scan of every style, XPath per run): the parser reads neither, so a small file of many
+    paragraphs parses in time linear in its size (benchmarks/office_parse.py measures it).
+    Repeated headings get distinct anchors in one step each."""
+    import docx
+    from docx.text.paragraph import Paragraph
+
+    document = docx.Document()
+    for n in range(30):
+        document.add_heading("Same", level=2)
+        document.add_paragraph(f"Body {n}, with a\ttab.")
+    document.add_heading("Same-1", level=2)
+    document.add_paragraph("The last one.")
+    path = tmp_path / "many.docx"
+    document.save(path)
+
+    def refused(self: Any) -> Any:
+        raise AssertionError("a per-paragraph python-docx lookup was used")
+
+    monkeypatch.setattr(Paragraph, "style", property(refused))
+    monkeypatch.setattr(Paragraph, "text", property(refused))
+    doc = parse_docx(path.read_bytes(), path, "many.docx")  # here, not in the worker
+    anchors = [s.anchor for s in doc.sections]
+    assert anchors[:3] == ["same", "same-1", "same-2"] and len(set(anchors)) == 31
+    assert anchors[-1] == "same-1-1"  # a heading whose own slug was taken by a repeat
+    assert doc.sections[0].text == "Body 0, with a\ttab." and doc.sections[0].headings == ["Same"]
+
+
+def _many_paragraphs(count: int) -> bytes:
+    """A small DOCX of `count` one-word paragraphs (issue 29's bomb: 82 KB, 250k of them)."""
+    import io
+    import zipfile
+
+    import docx
+
+    blank = io.BytesIO()
+    docx.Document().save(blank)
+    source = zipfile.ZipFile(io.BytesIO(blank.getvalue()))
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as target:
+        for item in source.infolist():
+            data = source.read(item.filename)
+            if item.filename == "word/document.xml":
+                element = b"<w:p><w:r><w:t>word</w:t></w:r></w:p>"
+                data = data.replace(b"<w:body>", b"<w:body>" + element * count, 1)
+            target.writestr(item, data)
+    return out.getvalue()
+
+
+def test_an_office_bomb_is_stopped_by_its_budget_off_the_main_thread(
+    monkeypatch: Any,
+) -> None:
+    """Office files are parsed in a worker process: the file's time budget stops it from
+    any thread (a server's), where the SIGALRM timer cannot, and its memory is capped."""
+    import threading
+    import time
+
+    from footnote.ingest.isolation import MEMORY_ENV
+    from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
+    from footnote.ingest.parsers import parse_bytes
+
+    bomb = _many_paragraphs(200_000)
+    assert len(bomb) < 100_000
+    outcome: dict[str, Any] = {}
+
+    def served_ingest() -> None:
+        budget = FileBudget(0.5)
+        started = time.monotonic()
+        try:
+            with budget.running():
+                parse_bytes(bomb, Path("bomb.docx"), "bomb.docx")
+        except TimeBudgetExceeded as exc:
+            outcome["stopped"] = str(exc)
+        outcome["seconds"] = time.monotonic() - started
+
+    thread = threading.Thread(target=served_ingest)
+    thread.start()
+    thread.join(timeout=60)
+    assert "worker was stopped" in outcome.get("stopped", ""), outcome
+    assert outcome["seconds"] < 10, outcome  # a bound, not a speed target: it was 258 s
+    small = _many_paragraphs(10)
+    assert parse_bytes(small, Path("a.docx"), "a.docx").sections  # a fresh worker
+
+    monkeypatch.setenv(MEMORY_ENV, "150")
+    with pytest.raises(ParseError):
+        parse_bytes(_many_paragraphs(400_000), Path("big.docx"), "big.docx")
+    assert parse_bytes(small, Path("a.docx"), "a.docx").sections  # the cap lets small through

@@ -363,6 +363,14 @@ def test_crons_and_the_store_are_closed(served: Served) -> None:
     )
     assert refusal(lambda: client.store.put_item(["notes"], "k", {"v": 1}))[0] == 403
     assert refusal(lambda: client.store.search_items(["notes"]))[0] == 403
+    for body in ({}, {"namespace_prefix": None}, [], None):  # refused, never a 500
+        response = httpx.post(
+            f"{served.server.url}/store/items/search",
+            json=body,
+            headers=served.team.headers("root"),
+            timeout=30,
+        )
+        assert response.status_code in (403, 404), (body, response.text)
 
 
 # --- owned threads --------------------------------------------------------------------------

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from footnote.ingest import corpus
+from footnote.ingest.documents import ParseError
+from footnote.ingest.roots import SourceRoot
 from footnote.ingest.web import FetchRefused, check_address
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import REPO, Locate
@@ -124,6 +126,74 @@ def test_each_redirect_hop_is_checked(
     finally:
         fetcher.close()
     assert log.read_text().split() == ["/a.html", "200", "/away.html", "302"]
+
+
+def test_a_malformed_redirect_and_failing_links_cost_one_page_each(
+    locate: Locate, site: tuple[str, Path, Path], tmp_path: Path
+) -> None:
+    """A redirect to `http:\\\\x\\y` is that page's failure, not an exception out of the whole
+    add (a folder added with it still comes in); failed pages count toward max_pages, and a
+    crawl that keeps failing stops, keeping what its last sync gave."""
+    from footnote.ingest import web
+
+    base, root, log = site
+    links = "".join(f'<a href="/missing-{n}.html">m</a>' for n in range(300))
+    (root / "failing.html").write_text(
+        f'<html><body><h1>Failing</h1><p>A capybara hub.</p><a href="/malformed.html">x</a>'
+        f"{links}</body></html>"
+    )
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    (folder / "note.md").write_text("# Note\n\nA capybara note from a folder.\n")
+    fetcher = web.Fetcher(allow_private=True, max_bytes=100_000)
+    try:
+        with pytest.raises(ParseError, match="malformed|InvalidURL"):
+            fetcher.get(base + "/malformed.html")
+    finally:
+        fetcher.close()
+    log.unlink()
+    index = locate()
+    summary = corpus.add(
+        index,
+        [base + "/failing.html", folder],
+        crawl={"max_pages": 5, "max_depth": 2},
+        allow_private=True,
+    )
+    assert "note.md" in summary.added and "127.0.0.1" in " ".join(summary.added)
+    assert any("InvalidURL" in r or "malformed" in r for r in summary.failed.values()), summary
+    pages = [p for p in log.read_text().split()[::2] if p not in ("/robots.txt", "/sitemap.xml")]
+    assert len(pages) == 5, pages  # the start page, the bad redirect, three missing pages
+
+    # Every link fails: the crawl stops at MAX_FAILED_PAGES, not at its 1,000 pages, and
+    # answers None, so the root keeps the documents of its last sync.
+    (root / "failing.html").write_text(
+        "<html><body><p>Hub.</p>"
+        + "".join(f'<a href="/malformed.html?n={n}">m</a>' for n in range(300))
+        + "</body></html>"
+    )
+    crawl = SourceRoot(id=base + "/failing.html", kind="site", label="site",
+                       crawl={"max_pages": 1000, "max_depth": 2})  # fmt: skip
+    failed: dict[str, str] = {}
+    log.unlink()
+    got = web.page_candidates(crawl, {}, failed, {}, max_bytes=100_000, allow_private=True)
+    assert got is None and "the crawl stopped" in failed[crawl.id], failed
+    fetched = [p for p in log.read_text().split()[::2] if p not in ("/robots.txt", "/sitemap.xml")]
+    assert fetched[:2] == ["/failing.html", "/c.html"]  # the start page, the sitemap's page
+    assert len(fetched) == 2 + web.MAX_FAILED_PAGES  # then the failures, up to the bound
+
+
+def test_the_guard_reads_the_ipv4_address_inside_ipv6_forms() -> None:
+    import ipaddress
+
+    from footnote.ingest.web import is_public
+
+    for private in ("::127.0.0.1", "64:ff9b::7f00:1", "2002:7f00:1::", "224.0.0.1", "ff02::1",
+                    "::ffff:10.0.0.1", "64:ff9b::a00:1", "2002:c0a8:1::"):  # fmt: skip
+        assert not is_public(ipaddress.ip_address(private)), private
+        with pytest.raises(FetchRefused):
+            check_address(private, 80, allow_private=False)
+    for public in ("93.184.215.14", "2606:4700:4700::1111", "64:ff9b::5db8:d70e"):
+        assert is_public(ipaddress.ip_address(public)), public
 
 
 def test_a_name_with_any_private_answer_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:

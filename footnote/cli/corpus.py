@@ -54,6 +54,12 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
                 help="let URL sources reach loopback, private and link-local addresses",
             )
             p.add_argument("--quiet", action="store_true", help="no progress output")
+            p.add_argument(
+                "--rebuild",
+                action="store_true",
+                help="re-read and re-embed every remembered source, reusing nothing of the "
+                "live version (the way back from a damaged index, which is otherwise refused)",
+            )
 
     fmt = argparse.RawDescriptionHelpFormatter
     p = sub.add_parser(
@@ -149,6 +155,7 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "max_seconds": args.max_seconds,
         "allow_private": args.allow_private,
         "progress": ProgressPrinter(args.quiet),
+        "rebuild": args.rebuild,
     }
 
 
@@ -257,13 +264,18 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     from footnote.ingest import corpus
+    from footnote.store.types import IndexError_
 
     status = _report(args, lambda: corpus.sync(args.index, **_options(args)))
-    if not args.watch:
+    if not args.watch or status == 2:
         return status
+    watching = {**_options(args), "rebuild": False}  # rebuilt once at most, by the first sync
     try:
-        for summary in corpus.watch(args.index, debounce=args.debounce, **_options(args)):
+        for summary in corpus.watch(args.index, debounce=args.debounce, **watching):
             print_summary(summary, args.index, as_json=args.json)
     except KeyboardInterrupt:
         return 0
+    except IndexError_ as exc:  # damaged while watched: refused, and the watch ends
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
     return status

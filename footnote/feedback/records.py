@@ -20,6 +20,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import secrets
 import sqlite3
 import sys
 from collections.abc import Iterator, Mapping, Sequence
@@ -65,6 +66,13 @@ MIGRATIONS: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE footnote_feedback ADD COLUMN reviewed_by TEXT NOT NULL DEFAULT ''",
         "CREATE INDEX footnote_feedback_for_review ON footnote_feedback (rating, not_covered, id)",
     ),
+    (  # 3: the access the rated thread was served under, and an id that says nothing
+        # (older rows' access is unknown, NULL: served to admins only, failing closed)
+        "ALTER TABLE footnote_feedback ADD COLUMN access_scope TEXT",
+        "ALTER TABLE footnote_feedback ADD COLUMN public_id TEXT",
+        "UPDATE footnote_feedback SET public_id = {random_id} WHERE public_id IS NULL",
+        "CREATE UNIQUE INDEX footnote_feedback_by_public_id ON footnote_feedback (public_id)",
+    ),
 )
 SCHEMA_VERSION = len(MIGRATIONS)
 
@@ -86,15 +94,29 @@ def feedback_location(env: Mapping[str, str] | None = None, index: str | None = 
     return str(Path(index).resolve().parent / SQLITE_NAME)
 
 
+def _private_file(path: Path) -> None:
+    """Make `path` (and its folder, if new) readable by its owner only, as index versions
+    are: feedback holds users' questions and the answers they were given."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)  # one made before this rule, or under a wide umask
+
+
 def _now() -> str:
     return dt.datetime.now(dt.UTC).isoformat(timespec="microseconds")
+
+
+def new_feedback_id() -> str:
+    """A random id: sequential numbers would tell one user how many others rated, and when."""
+    return secrets.token_hex(16)
 
 
 @dataclass
 class Feedback:
     """One user's rating of one answer, with the answer as the server recorded it."""
 
-    id: int
+    id: str
+    """The row's public id (random); its order in the store is `row`."""
     created_at: str
     updated_at: str
     user_id: str
@@ -116,10 +138,16 @@ class Feedback:
     should_cover: bool | None = None
     """An admin's call on a "not covered" answer: True makes it a known corpus gap."""
     reviewed_by: str = ""
+    access_scope: str | None = None
+    """The rater's access (`Identity.scope`) when the answer was read: the thread's access.
+    The row is served to its owner only while they still have exactly it, as the thread is."""
+    row: int = 0
+    """Its place in the store's order (newest first listings, `before`); never shown."""
 
     def public(self, *, with_why: bool = False) -> dict[str, Any]:
         """As JSON for the API; the why is large, so only on request."""
-        data = {k: v for k, v in self.__dict__.items() if k != "why"}
+        hidden = ("why", "row", "access_scope")
+        data = {k: v for k, v in self.__dict__.items() if k not in hidden}
         if with_why:
             data["why"] = self.why
         return data
@@ -128,7 +156,7 @@ class Feedback:
 _COLUMNS = (
     "id, created_at, updated_at, user_id, thread_id, message_id, run_id, question, answer, "
     "not_covered, citations, rating, comment, wrong_citations, index_name, index_version, why, "
-    "should_cover, reviewed_by"
+    "should_cover, reviewed_by, access_scope, public_id"
 )
 
 
@@ -153,9 +181,13 @@ def _row(values: Sequence[Any]) -> Feedback:
         why,
         should,
         reviewed,
+        scope,
+        public_id,
     ) = values
     return Feedback(
-        id=int(fid),
+        id=str(public_id),
+        row=int(fid),
+        access_scope=scope,
         created_at=created,
         updated_at=updated,
         user_id=user,
@@ -217,8 +249,11 @@ class Filters:
     review: bool = False
     """Rated down, or "not covered": what an admin reviews."""
     thread_id: str | None = None
+    access_scope: str | None = None
+    """Only rows rated under this access (a caller's own listing: the access they have now)."""
     limit: int = 50
-    before_id: int | None = None
+    before_id: str | None = None
+    """Only rows older than the one with this public id."""
 
 
 class FeedbackStore:
@@ -229,7 +264,7 @@ class FeedbackStore:
         self.location = location
         self.postgres = is_postgres(location)
         if not self.postgres:
-            Path(location).parent.mkdir(parents=True, exist_ok=True)
+            _private_file(Path(location))
         self.migrate()
 
     # ------------------------------------------------------------ connections and schema
@@ -270,6 +305,11 @@ class FeedbackStore:
     def migrate(self, target: int = SCHEMA_VERSION) -> int:
         """Apply the migrations this store lacks, up to `target`; returns the version."""
         serial = "BIGSERIAL" if self.postgres else "INTEGER"
+        random_id = (
+            "md5(random()::text || clock_timestamp()::text || id::text)"
+            if self.postgres
+            else "lower(hex(randomblob(16)))"
+        )
         with self._conn() as conn:
             if self.postgres:  # two servers starting at once migrate one after the other
                 conn.execute("SELECT pg_advisory_xact_lock(hashtext('footnote_feedback_schema'))")
@@ -281,7 +321,7 @@ class FeedbackStore:
                 )
             for version in range(current, target):
                 for statement in MIGRATIONS[version]:
-                    conn.execute(statement.format(serial=serial))
+                    conn.execute(statement.format(serial=serial, random_id=random_id))
                 conn.execute(
                     self._sql("INSERT INTO footnote_feedback_schema (version) VALUES (?)"),
                     (version + 1,),
@@ -298,9 +338,10 @@ class FeedbackStore:
         rating: int | None,
         comment: str = "",
         wrong_citations: Sequence[int] = (),
+        access_scope: str | None = None,
     ) -> Feedback:
         """Insert or replace this user's feedback on this answer. `answer` is what the server
-        read from the run (see `footnote.feedback.why.answer_record`)."""
+        read from the run (see `footnote.feedback.why.answer_record`), under `access_scope`."""
         now = _now()
         values = (
             now,
@@ -319,16 +360,19 @@ class FeedbackStore:
             answer.get("index_name", ""),
             answer.get("index_version", ""),
             json.dumps(answer.get("why", {})),
+            access_scope,
+            new_feedback_id(),
         )
         with self._conn() as conn:
             row = conn.execute(
                 self._sql(
                     "INSERT INTO footnote_feedback (created_at, updated_at, user_id, thread_id, "
                     "message_id, run_id, question, answer, not_covered, citations, rating, "
-                    "comment, wrong_citations, index_name, index_version, why) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                    "comment, wrong_citations, index_name, index_version, why, access_scope, "
+                    "public_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                     "ON CONFLICT (user_id, thread_id, message_id) DO UPDATE SET "
                     "updated_at = excluded.updated_at, rating = excluded.rating, "
+                    "access_scope = excluded.access_scope, "
                     "comment = excluded.comment, wrong_citations = excluded.wrong_citations "
                     f"RETURNING {_COLUMNS}"
                 ),
@@ -336,11 +380,12 @@ class FeedbackStore:
             ).fetchone()
         return _row(row)
 
-    def get(self, feedback_id: int) -> Feedback | None:
+    def get(self, feedback_id: str) -> Feedback | None:
+        """The row with this public id."""
         with self._conn() as conn:
             row = conn.execute(
-                self._sql(f"SELECT {_COLUMNS} FROM footnote_feedback WHERE id = ?"),
-                (feedback_id,),
+                self._sql(f"SELECT {_COLUMNS} FROM footnote_feedback WHERE public_id = ?"),
+                (str(feedback_id),),
             ).fetchone()
         return _row(row) if row else None
 
@@ -356,7 +401,7 @@ class FeedbackStore:
             ).fetchall()
         return [_row(r) for r in rows]
 
-    def update(self, feedback_id: int, changes: Mapping[str, Any]) -> Feedback:
+    def update(self, feedback_id: str, changes: Mapping[str, Any]) -> Feedback:
         """Change rating, comment, wrong_citations, should_cover / reviewed_by (already
         validated by the caller); returns the updated row."""
         allowed = ("rating", "comment", "wrong_citations", "should_cover", "reviewed_by")
@@ -373,10 +418,10 @@ class FeedbackStore:
         with self._conn() as conn:
             row = conn.execute(
                 self._sql(
-                    f"UPDATE footnote_feedback SET {', '.join(sets)} WHERE id = ? "
+                    f"UPDATE footnote_feedback SET {', '.join(sets)} WHERE public_id = ? "
                     f"RETURNING {_COLUMNS}"
                 ),
-                (*params, feedback_id),
+                (*params, str(feedback_id)),
             ).fetchone()
         if row is None:
             raise KeyError(feedback_id)
@@ -400,8 +445,11 @@ class FeedbackStore:
         if filters.thread_id is not None:
             where.append("thread_id = ?")
             params.append(filters.thread_id)
+        if filters.access_scope is not None:
+            where.append("access_scope = ?")
+            params.append(filters.access_scope)
         if filters.before_id is not None:
-            where.append("id < ?")
+            where.append("id < (SELECT id FROM footnote_feedback WHERE public_id = ?)")
             params.append(filters.before_id)
         clause = f"WHERE {' AND '.join(where)} " if where else ""
         with self._conn() as conn:
@@ -494,7 +542,8 @@ def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
     asked twice is one query; a later judgement of a chunk replaces an earlier one.
     """
     root = Path(directory)
-    (root / "qrels").mkdir(parents=True, exist_ok=True)
+    for folder in (root, root / "qrels"):  # folders it makes: 0700
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     corpus: dict[str, dict[str, str]] = {}
     queries: dict[str, str] = {}
     qrels: dict[str, dict[str, int]] = {}
@@ -526,18 +575,18 @@ def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
                 "title": str(passage.get("title", "")),
                 "text": str(passage.get("text", "")),
             }
-    with (root / "corpus.jsonl").open("w", encoding="utf-8") as out:
+    with _private_output(root / "corpus.jsonl") as out:
         for cid, passage in corpus.items():
             out.write(json.dumps({"_id": cid, **passage}, ensure_ascii=False) + "\n")
-    with (root / "queries.jsonl").open("w", encoding="utf-8") as out:
+    with _private_output(root / "queries.jsonl") as out:
         for qid, text in queries.items():
             out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
-    with (root / "qrels" / "test.tsv").open("w", encoding="utf-8") as out:
+    with _private_output(root / "qrels" / "test.tsv") as out:
         out.write("query-id\tcorpus-id\tscore\n")
         for qid, judged in qrels.items():
             for cid, score in judged.items():
                 out.write(f"{qid}\t{cid}\t{score}\n")
-    with (root / "gaps.jsonl").open("w", encoding="utf-8") as out:
+    with _private_output(root / "gaps.jsonl") as out:
         for qid, text in gaps.items():
             out.write(json.dumps({"_id": qid, "text": text}, ensure_ascii=False) + "\n")
     return Export(
@@ -546,6 +595,13 @@ def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
         passages=len(corpus),
         gaps=len(gaps),
     )
+
+
+def _private_output(path: Path) -> Any:
+    """`path` opened for writing, readable by its owner only (0600), emptied first."""
+    path.unlink(missing_ok=True)  # a file left by an older export keeps its mode otherwise
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    return os.fdopen(descriptor, "w", encoding="utf-8")
 
 
 def cmd_export(args: Any) -> int:

@@ -215,6 +215,13 @@ def _passages(
     return passages
 
 
+def _written_by_a_client(history: Sequence[Mapping[str, Any]], final: Mapping[str, Any]) -> bool:
+    """Whether a checkpoint at or before `final` (history is newest first) is a client's
+    state write rather than a run's step or input."""
+    older = list(history)[list(history).index(final) :]
+    return any((s.get("metadata") or {}).get("source") not in ("loop", "input") for s in older)
+
+
 def is_not_covered(answer: str, citations: Sequence[Any]) -> bool:
     """The graph's honest "cannot answer" (the same test as the chat page's)."""
     return not citations and NOT_COVERED in answer
@@ -223,12 +230,18 @@ def is_not_covered(answer: str, citations: Sequence[Any]) -> bool:
 def answer_record(
     history: Sequence[Mapping[str, Any]], thread_id: str, message_id: str
 ) -> dict[str, Any]:
-    """The answer `message_id` of this thread as the run left it, with its why and passages."""
+    """The answer `message_id` of this thread as the run left it, with its why and passages.
+
+    Only what runs wrote is the server's record: a thread whose state a client wrote
+    (`POST /threads/{id}/state`, a checkpoint of source `update`) before this answer could
+    pass off a forged answer, citations or passages as a run's, so its answers are not found."""
     final = next((s for s in history if _final(s, message_id)), None)
     if final is None:
         raise AnswerNotFound(message_id)
     metadata = final.get("metadata") or {}
     run_id = str(metadata.get("run_id") or "")
+    if metadata.get("source") != "loop" or not run_id or _written_by_a_client(history, final):
+        raise AnswerNotFound(message_id)
     run = [s for s in history if run_id and (s.get("metadata") or {}).get("run_id") == run_id]
     run.sort(key=lambda s: (s.get("metadata") or {}).get("step", 0))
     values = final.get("values") or {}

@@ -142,7 +142,15 @@ async def own_threads(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]
 
 
 async def update_thread(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
+    """Metadata edits and run cancels on one's own threads. A state write (`POST
+    /threads/{id}/state`, the only update that carries neither metadata nor an action) is
+    refused: a thread's state is what its runs wrote, and feedback and its export trust it
+    as the record of what Footnote answered from which passages."""
     owned = _owned(ctx)
+    if "metadata" not in value and "action" not in value:
+        raise Auth.exceptions.HTTPException(
+            status_code=403, detail="a thread's state is written by its runs only"
+        )
     refuse_reserved(value.get("metadata"))
     if set(owned) & set(value.get("metadata") or {}):
         _claim(value, owned)

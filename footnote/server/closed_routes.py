@@ -10,6 +10,8 @@ middleware the outermost layer of the whole application, so it sees every reques
     closed to all   /internal/* (a raw thread of anyone's, delete everything) and /deploy*
                     (spawns a deployment): 404, admins included, since an admin does not
                     reach other callers' conversations either
+    refused to all  /store/* (closed by the auth handler too): 401 without credentials, else
+                    403, before the server parses a body it could fail on with a 500
     everything else passes to the server's own auth (`footnote/server/auth.py`)
 
 It also answers 404 where the server would tell a caller that an id it may not see exists
@@ -29,6 +31,7 @@ from footnote.server.credentials import Credentials, CredentialsError, Identity,
 
 ADMIN_ONLY = frozenset({"/info", "/metrics", "/docs", "/openapi.json"})
 CLOSED_PREFIXES = ("/internal", "/deploy")
+REFUSED_PREFIXES = ("/store",)
 NO_EXISTENCE_ORACLE = frozenset({"/threads", "/assistants"})
 """POST here with an id that is taken answers 404, whoever holds it."""
 _SLASHES = re.compile(r"/{2,}")
@@ -41,10 +44,12 @@ def route_path(path: str) -> str:
 
 
 def verdict(path: str) -> str:
-    """`closed`, `admin` or `pass` for a request path."""
+    """`closed`, `refused`, `admin` or `pass` for a request path."""
     folded = route_path(path)
     if any(folded == p or folded.startswith(p + "/") for p in CLOSED_PREFIXES):
         return "closed"
+    if any(folded == p or folded.startswith(p + "/") for p in REFUSED_PREFIXES):
+        return "refused"
     return "admin" if folded in ADMIN_ONLY else "pass"
 
 
@@ -94,6 +99,16 @@ class ClosedRoutes:
                 await send({"type": "websocket.close", "code": 1008})
                 return
             await _answer(send, 404, "Not Found")
+            return
+        if decision == "refused":
+            unknown = await self._refusal(scope)
+            if scope["type"] == "websocket":
+                await send({"type": "websocket.close", "code": 1008})
+                return
+            if unknown is not None and unknown[0] == 401:
+                await _answer(send, *unknown)
+                return
+            await _answer(send, 403, "the store is not available on this server")
             return
         if decision == "admin":
             refused = await self._refusal(scope)

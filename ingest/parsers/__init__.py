@@ -12,12 +12,14 @@ a bad file and carry on.
 from __future__ import annotations
 
 import logging
+import os
 import stat
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
+from footnote.ingest.isolation import ISOLATED_SUFFIXES, WORKER_ENV
 from footnote.ingest.parsers import (
     epub,
     html,
@@ -114,6 +116,10 @@ def parse_bytes(data: bytes, path: Path, source: str) -> ParsedDocument:
     parser = _parser_for(path.suffix.lower())
     if not data:
         raise ParseError("empty file")
+    if path.suffix.lower() in ISOLATED_SUFFIXES and not os.environ.get(WORKER_ENV):
+        from footnote.ingest.isolation import parse_isolated
+
+        return parse_isolated(data, path, source)  # time and memory capped in a worker
     try:
         doc = parser(data, path, source)
     except ParseError:

@@ -48,8 +48,7 @@ class _MdHeading:
 
 def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     lines = split_lines(decode_text(data))
-    front = _front_matter(lines)
-    fields, body_start = dict(front.fields), front.body_start
+    fields, body_start, access, problem = read_front_matter(lines)
 
     sections: list[Section] = []
     stack: list[_MdHeading] = []
@@ -103,22 +102,21 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     date = iso_date(fields.get("date"))
     if date is not None:
         del fields["date"]  # an unparseable date stays in metadata, as written
-    access: list[str] | None = None
-    if front.problem is not None:
-        access = []  # nobody but an admin: unclear access must never widen to the default
-        fields.pop("access", None)
-    elif "access" in fields:
-        access = _access_list(fields.pop("access"))
-    budget = [_METADATA_NODE_BUDGET]
     return ParsedDocument(
         source=source,
         title=title,
         sections=sections,
         date=date,
         access=access,
-        access_problem=front.problem,
-        metadata={str(key): _jsonable(value, budget) for key, value in fields.items()},
+        access_problem=problem,
+        metadata=jsonable_fields(fields),
     )
+
+
+def jsonable_fields(fields: dict[str, Any]) -> dict[str, Any]:
+    """Front matter's other fields as document metadata, within a node budget."""
+    budget = [_METADATA_NODE_BUDGET]
+    return {str(key): _jsonable(value, budget) for key, value in fields.items()}
 
 
 def _closes_fence(line: str, fence: tuple[str, int]) -> bool:
@@ -177,8 +175,15 @@ def _front_matter(lines: list[str]) -> _FrontMatter:
         return _FrontMatter({}, 0)
     opener = lines[first].strip()
     fence = opener[:3]
+    if opener.startswith("%"):  # `%YAML 1.2`, `%TAG`: a YAML reader reads the block after it
+        later = _front_matter_after(lines, first + 1)
+        if later is not None:
+            return _FrontMatter({}, later, "front matter follows a YAML directive (%...)")
+        return _FrontMatter({}, 0)
     if fence not in _FENCES:
         return _FrontMatter({}, 0)
+    if _YAML_ONLY_BREAKS.search(lines[first]):  # YAML sees lines after the fence on this one
+        return _FrontMatter({}, first + 1, "front matter holds Unicode line separators")
     end = next(
         (i for i in range(first + 1, len(lines)) if lines[i].strip() in _FENCES[fence]), None
     )
@@ -188,7 +193,12 @@ def _front_matter(lines: list[str]) -> _FrontMatter:
             return _FrontMatter({}, first + 1, f"front matter opened with {fence} is never closed")
         return _FrontMatter({}, 0)
     block = lines[first + 1 : end]
-    if not any(_KEY_LINE.match(line) or _looks_structured(line) for line in block):
+    if not _is_front_matter(block):
+        later = _front_matter_after(lines, end + 1)
+        if later is not None:  # `---\n---` (empty front matter), then the real block
+            return _FrontMatter(
+                {}, later, f"front matter must open on the first line with exactly {fence}"
+            )
         return _FrontMatter({}, 0)  # `---`, prose, `---`: rules around a paragraph
     if first != 0 or lines[first].rstrip() != fence:
         return _FrontMatter(
@@ -206,6 +216,38 @@ def _front_matter(lines: list[str]) -> _FrontMatter:
         return _FrontMatter({}, end + 1, str(exc))
     problem = _yaml_form_problem(raw) if fence == "---" else None
     return _FrontMatter(fields, end + 1, problem or _access_problem(fields))
+
+
+def _is_front_matter(block: list[str]) -> bool:
+    return any(_KEY_LINE.match(line) or _looks_structured(line) for line in block)
+
+
+def _front_matter_after(lines: list[str], start: int) -> int | None:
+    """Where the body starts if a front-matter block opens on the next non-blank line from
+    `start` (closed, with a key line); None when none does."""
+    opened = next((i for i in range(start, len(lines)) if lines[i].strip()), None)
+    if opened is None or lines[opened].strip()[:3] not in _FENCES:
+        return None
+    closers = _FENCES[lines[opened].strip()[:3]]
+    end = next((i for i in range(opened + 1, len(lines)) if lines[i].strip() in closers), None)
+    if end is None:
+        head = lines[opened + 1 : opened + 1 + _UNCLOSED_LOOKAHEAD]
+        return opened + 1 if _is_front_matter(head) else None
+    return end + 1 if _is_front_matter(lines[opened + 1 : end]) else None
+
+
+def read_front_matter(lines: list[str]) -> tuple[dict[str, Any], int, list[str] | None, str | None]:
+    """Front matter as a document's: (other fields, body start, access, problem). A problem
+    means access `[]` (admins only): unclear access never widens to the default."""
+    front = _front_matter(lines)
+    fields = dict(front.fields)
+    access: list[str] | None = None
+    if front.problem is not None:
+        access = []
+        fields.pop("access", None)
+    elif "access" in fields:
+        access = _access_list(fields.pop("access"))
+    return fields, front.body_start, access, front.problem
 
 
 def _looks_structured(line: str) -> bool:

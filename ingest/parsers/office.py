@@ -35,6 +35,26 @@ def _guard(data: bytes, kind: str) -> None:
     refuse_xml_declarations(open_zip(data, kind), kind)
 
 
+_W = "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}"
+_BREAKS = {f"{_W}br", f"{_W}cr"}
+
+
+def _paragraph_text(element: Any) -> str:
+    """A `w:p`'s text (runs' text, tabs and breaks, runs inside links and insertions
+    included), read in one pass: python-docx's `paragraph.text` runs XPath per paragraph
+    and per run, whose cost is most of a file of many small paragraphs."""
+    parts: list[str] = []
+    for run in element.iter(f"{_W}r"):
+        for node in run:
+            if node.tag == f"{_W}t":
+                parts.append(node.text or "")
+            elif node.tag == f"{_W}tab":
+                parts.append("\t")
+            elif node.tag in _BREAKS:
+                parts.append("\n")
+    return "".join(parts)
+
+
 def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
     docx = _require("docx")
     _guard(data, ".docx")
@@ -43,10 +63,18 @@ def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
     except Exception as exc:  # python-docx raises zipfile, KeyError, lxml errors
         raise ParseError(f"not a readable .docx file ({type(exc).__name__})") from exc
     title = (document.core_properties.title or "").strip()
+    # Style names by id, read once: python-docx's `paragraph.style` scans every style of the
+    # document for each paragraph (milliseconds each: minutes for a small file of many).
+    style_names = {style.style_id: style.name or "" for style in document.styles}
+    from docx.enum.style import WD_STYLE_TYPE
+
+    default = document.styles.default(WD_STYLE_TYPE.PARAGRAPH)
+    default_style = (default.name or "") if default is not None else ""
     stack: list[tuple[int, str]] = []
     sections: list[Section] = []
     lines: list[str] = []
-    slugs: set[str] = set()
+    slugs: dict[str, int] = {}
+    """Each slug given, with the last number tried after it: repeated headings cost one step."""
     anchor: str | None = None
 
     def close() -> None:
@@ -63,8 +91,9 @@ def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
         lines.clear()
 
     for paragraph in document.paragraphs:
-        text = paragraph.text.strip()
-        style = (paragraph.style.name if paragraph.style is not None else "") or ""
+        text = _paragraph_text(paragraph._p).strip()
+        style_id = paragraph._p.style
+        style = style_names.get(style_id, "") if style_id is not None else default_style
         level = 1 if style == "Title" else None
         match = _HEADING_STYLE.match(style)
         if match:
@@ -76,11 +105,12 @@ def parse_docx(data: bytes, path: Path, source: str) -> ParsedDocument:
                 stack.pop()
             stack.append((level, text))
             slug = base = _slug(text)
-            n = 0
+            n = slugs.get(base, 0) if base in slugs else 0
             while slug in slugs:
                 n += 1
                 slug = f"{base}-{n}"
-            slugs.add(slug)
+            slugs[base] = n
+            slugs.setdefault(slug, 0)
             anchor = slug
         elif text:
             lines.append(text)
