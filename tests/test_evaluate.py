@@ -206,7 +206,7 @@ def test_without_the_eval_extra_says_what_to_install(
     argv = ["eval", str(dataset)] + (["--plot", str(tmp_path / "r.png")] if plot else [])
     code, out, err = _run_cli(argv, capsys)
     assert code == 2 and not out
-    assert absent in err and "pip install 'footnote-rag[eval]'" in err
+    assert absent in err and "pip install 'ranx>=0.3.20'" in err and "footnote-rag's eval extra" in err
     assert not (dataset / INDEX_DIR).exists(), "nothing was ingested"
 
 

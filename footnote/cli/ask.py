@@ -170,9 +170,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
     ):
+        from footnote.models.providers import install_hint
+
         print(
-            "footnote: serve needs the LangGraph server (langgraph-cli[inmem]), from the serve "
-            "extra: pip install 'footnote-rag[serve]'",
+            f"footnote: serve needs the LangGraph server: {install_hint('serve')}",
             file=sys.stderr,
         )
         return 2

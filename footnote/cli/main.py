@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-seconds",
         type=float,
         default=300.0,
-        help="per file: stop parsing and chunking after this long (0: no limit)",
+        help="per file: parse, chunk and embed within this (0: no limit)",
     )
     p.add_argument(
         "--follow-symlinks",

@@ -411,9 +411,6 @@ def _same_index(a: str, b: str) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-EVAL_EXTRA = "pip install 'footnote-rag[eval]'"
-
-
 def missing_eval_modules(plot: bool) -> list[str]:
     """What `footnote eval` needs beyond the base install: ranx, and matplotlib for --plot."""
     needed = ["ranx", "matplotlib"] if plot else ["ranx"]
@@ -431,8 +428,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return code
     missing = missing_eval_modules(plot=bool(args.plot))
     if missing:
+        from footnote.models.providers import install_hint
+
         print(
-            f"footnote: eval needs {' and '.join(missing)}, from the eval extra: {EVAL_EXTRA}",
+            f"footnote: eval needs {' and '.join(missing)}: {install_hint('eval')}",
             file=sys.stderr,
         )
         return 2
