@@ -9,7 +9,7 @@ import fnmatch
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +30,12 @@ def add(
     exclude: list[str] | None = None,
     follow_symlinks: bool = False,
     crawl: dict[str, Any] | None = None,
+    allow_private: bool | None = None,
     **options: Any,
 ) -> IngestSummary:
     """Add these sources (or update how they are read) and bring in what they give; every
-    other document stays as it is."""
+    other document stays as it is. `allow_private=True` is remembered with URL sources, so
+    `sync` reaches them the same way."""
     roots = [
         root_for(
             p,
@@ -42,10 +44,11 @@ def add(
             exclude=exclude,
             follow_symlinks=follow_symlinks,
             crawl=crawl,
+            allow_private=bool(allow_private),
         )
         for p in paths_or_urls
     ]
-    return update_index(index, roots, **options)
+    return update_index(index, roots, allow_private=allow_private, **options)
 
 
 def sync(index: str | Path, **options: Any) -> IngestSummary:
@@ -65,12 +68,7 @@ def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> Ingest
     roots = read_roots(live.manifest if live is not None else None)
     files = live.files if live is not None else {}
     wanted = [str(p) for p in patterns]
-    absolute = [os.path.abspath(p) if not is_url(p) else p for p in wanted]
-
-    def root_matches(root: SourceRoot) -> bool:
-        return root.id in absolute or any(fnmatch.fnmatchcase(root.id, p) for p in wanted)
-
-    gone_roots = {r.id for r in roots if root_matches(r)}
+    gone_roots = {r.id for r in roots if any(_names_root(p, r.id) for p in wanted)}
 
     def owned(source: str, record: FileRecord) -> bool:
         return record.root in gone_roots or any(fnmatch.fnmatchcase(source, p) for p in wanted)
@@ -101,6 +99,27 @@ def remove(index: str | Path, patterns: Sequence[str], **options: Any) -> Ingest
         why_deleted="removed by `footnote remove`",
         **options,
     )
+
+
+def _names_root(pattern: str, root_id: str) -> bool:
+    """A `remove` pattern names a source by its path (relative paths count from here), its
+    URL, or a glob over either."""
+    absolute = pattern if is_url(pattern) else os.path.abspath(pattern)
+    return root_id == absolute or fnmatch.fnmatchcase(root_id, pattern)
+
+
+def unmatched(index: str | Path, patterns: Sequence[str]) -> list[str]:
+    """The `remove` patterns that name no document and no source of the index, so the
+    command can say so instead of succeeding silently."""
+    live = open_writer(index).previous()
+    roots = read_roots(live.manifest if live is not None else None)
+    documents = list(live.files) if live is not None else []
+    return [
+        p
+        for p in map(str, patterns)
+        if not any(_names_root(p, r.id) for r in roots)
+        and not any(fnmatch.fnmatchcase(source, p) for source in documents)
+    ]
 
 
 def sources(index: str | Path) -> dict[str, Any]:
@@ -241,11 +260,13 @@ def watch(
     *,
     debounce: float = 0.5,
     stop: Any = None,
+    on_start: Callable[[list[str]], None] | None = None,
     **options: Any,
 ) -> Iterator[IngestSummary]:
     """Sync again each time a file under a remembered folder or file root changes (watched
     by `watchfiles`, the operating system's notifications, not polling by hand); yields each
-    sync's summary. `stop` (a `threading.Event`) ends the watch."""
+    sync's summary. `stop` (a `threading.Event`) ends the watch; `on_start` is told the
+    watched paths once the watch begins (so a user is not left at a silent prompt)."""
     import watchfiles
 
     live = open_writer(index).previous()
@@ -253,6 +274,8 @@ def watch(
     paths = [r.id for r in roots if r.kind in ("folder", "file") and os.path.exists(r.id)]
     if not paths:
         raise ValueError(f"index {index} has no folder or file sources to watch")
+    if on_start is not None:
+        on_start(paths)
     for _changes in watchfiles.watch(
         *paths, debounce=int(debounce * 1000), stop_event=stop, raise_interrupt=False
     ):

@@ -387,13 +387,14 @@ def update_index(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     rebuild: bool = False,
     progress: Progress | None = None,
-    allow_private: bool = False,
+    allow_private: bool | None = None,
 ) -> IngestSummary:
     """The one write path: read `roots` again, update what they give, delete what they no
     longer give (and whatever `owned` names besides), and publish atomically under the
     writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
     records `roots` in the index's sources, `unread` records roots without reading them,
-    `forget` drops ids from them."""
+    `forget` drops ids from them. `allow_private` lets URL roots reach private addresses
+    (True), forbids it (False), or, None, leaves it to each root's remembered setting."""
     created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
@@ -481,7 +482,7 @@ def update_index(
                     summary.failed,
                     summary.skipped,
                     max_bytes=max_bytes,
-                    allow_private=allow_private,
+                    allow_private=root.allow_private if allow_private is None else allow_private,
                 )
                 if got is None:
                     continue

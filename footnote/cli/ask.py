@@ -84,8 +84,10 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     print(chunk.content, end="", flush=True)
                     printed_answer = True
     except IndexError_ as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {redact(str(exc))}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     except Exception as exc:
         failure = describe_failure(exc)
         if failure is None:

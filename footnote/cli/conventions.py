@@ -71,6 +71,13 @@ def finish(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def index_status(exc: BaseException) -> int:
+    """The exit status for an index problem: 3 when its server could not be reached, else 2."""
+    from footnote.store.types import IndexUnreachable
+
+    return 3 if isinstance(exc, IndexUnreachable) else 2
+
+
 def report(exc: BaseException) -> int:
     """Print one line for `exc` on stderr and return the exit status."""
     from footnote.models.providers import (
@@ -85,7 +92,7 @@ def report(exc: BaseException) -> int:
     if isinstance(exc, ProviderUnreachable):
         message, status = str(exc), 3
     elif isinstance(exc, ProviderProblem | IndexError_):
-        message, status = str(exc), 2
+        message, status = str(exc), index_status(exc)
     elif unreachable is not None:
         message, status = f"a provider failed: {unreachable}", 3
     else:

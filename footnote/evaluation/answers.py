@@ -29,8 +29,8 @@ from footnote.cli.console import ProgressPrinter
 from footnote.evaluation.retrieval import (
     EVAL_MARKER,
     PreparedIndex,
-    passage_filename,
     eval_workspace,
+    passage_filename,
     prepare_index,
 )
 from footnote.ingest.corpus import remove
@@ -265,8 +265,10 @@ def cmd_answers(args: argparse.Namespace) -> int:
             workspace=eval_workspace(args.dataset),
         )
     except (FileNotFoundError, IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {exc}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

@@ -474,8 +474,10 @@ def cmd_eval(args: argparse.Namespace) -> int:
             workspace=workspace,
         )
     except (FileNotFoundError, IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {exc}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     if result["index"]["failed"]:
         print(
             f"footnote: {result['index']['failed']} passages could not be indexed "
@@ -508,8 +510,10 @@ def add_eval_command(
         help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv",
     )
     p.add_argument(
-        "--index", default=None, help="index directory (default: eval/DATASET-HASH/index in ~/.local/state/footnote "
-        "or $FOOTNOTE_STATE_DIR, beside the passages)"
+        "--index",
+        default=None,
+        help="index directory (default: eval/DATASET-HASH/ in ~/.local/state/footnote or "
+        "$FOOTNOTE_STATE_DIR, beside the passages)",
     )
     p.add_argument(
         "--stages",
