@@ -283,6 +283,10 @@ def test_sync_watch_picks_up_a_change(locate: Locate, tmp_path: Path, run_cli: R
     try:
         first = _read_json(proc)
         assert first["unchanged"] == 1
+        assert proc.stderr is not None  # --quiet: the watch's own line is all stderr holds
+        assert proc.stderr.readline() == (
+            f"footnote: watching 1 source(s) for changes ({docs}); Ctrl-C stops\n"
+        )
         time.sleep(1.0)  # the watcher is set up after the first sync
         write(docs, "b.md", "# B\n\nA second tapir.\n")
         second = _read_json(proc)
