@@ -9,6 +9,7 @@ import fnmatch
 import json
 import os
 import time
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -167,24 +168,99 @@ def add_documents(
     index: str | Path,
     documents: Iterable[Any],
     *,
+    ids: Sequence[str] | None = None,
+    name: str = "documents",
+    access: list[str] | None = None,
+    **options: Any,
+) -> list[str]:
+    """Add LangChain `Document`s (from any loader) to the index, as LangChain's
+    `VectorStore.add_documents` does: what was added before stays, a document whose id is
+    already there is replaced, and the ids come back, one per document, in order.
+
+    A document's id is `ids[i]`, else its `Document.id`, else its `source` (or `url`)
+    metadata, else a new uuid4. Documents with the same id become one indexed document whose
+    sections keep each one's `page` and `url`, so citations point at them (a PDF loader's
+    pages share their file's `source`, hence its id); a `title`, `date` or `access` in the
+    metadata is used as front matter would be (malformed access: admins only, with the
+    reason). They are kept under the source `documents:NAME`; `replace_documents` replaces
+    everything that source gave, `delete` removes documents by id. A document that cannot be
+    indexed raises `ValueError` with its reason."""
+    docs = list(documents)
+    if ids is not None and len(ids) != len(docs):
+        raise ValueError(f"{len(ids)} ids for {len(docs)} documents: give one id per document")
+    given = list(ids) if ids is not None else [getattr(d, "id", None) for d in docs]
+    origins = [str(i) if i else _origin(d) for d, i in zip(docs, given, strict=True)]
+    summary = _index_documents(index, docs, origins, name, access, append=True, **options)
+    if summary.failed:
+        failures = "; ".join(f"{s}: {r}" for s, r in sorted(summary.failed.items()))
+        raise ValueError(f"could not index every document (the others were added): {failures}")
+    return origins
+
+
+def replace_documents(
+    index: str | Path,
+    documents: Iterable[Any],
+    *,
     name: str = "documents",
     access: list[str] | None = None,
     **options: Any,
 ) -> IngestSummary:
-    """Index LangChain `Document`s (from any loader). Documents sharing a `source` (or
-    `url`) become one indexed document whose sections keep each one's `page` and `url`, so
-    citations point at them; a `title`, `date` or `access` in the metadata is used as front
-    matter would be (malformed access: admins only, with the reason). The batch is one
-    source root named `documents:NAME`; adding it again replaces what it gave."""
+    """Make these LangChain `Document`s all that the source `documents:NAME` gives: those
+    it gave before and are not among them are deleted ("no longer in documents"). Handed the
+    same batch again, nothing changes. Ids, pages and metadata as in `add_documents`; the
+    summary says what was added, updated, deleted or failed, with reasons."""
+    docs = list(documents)
+    origins = [str(getattr(d, "id", None) or _origin(d)) for d in docs]
+    return _index_documents(index, docs, origins, name, access, append=False, **options)
+
+
+def delete(
+    index: str | Path, ids: Sequence[str], *, name: str = "documents", **options: Any
+) -> bool:
+    """Remove the documents with these ids (as `add_documents` returned them) from the
+    source `documents:NAME`, as LangChain's `VectorStore.delete(ids)` does. True when every
+    id named a document; an unknown id is ignored and makes it False."""
+    root_id = f"documents:{name}"
+    wanted = {str(i) for i in ids}
+    live = open_writer(index).previous()
+    present = {
+        record.origin
+        for record in (live.files.values() if live is not None else [])
+        if record.root == root_id and record.origin in wanted
+    }
+    if present:
+        update_index(
+            index,
+            [],
+            owned=lambda _source, record: record.root == root_id and record.origin in present,
+            why_deleted="deleted by id (footnote.delete)",
+            **options,
+        )
+    return present == wanted
+
+
+def _origin(doc: Any) -> str:
+    meta = dict(getattr(doc, "metadata", {}) or {})
+    return str(meta.get("source") or meta.get("url") or uuid.uuid4())
+
+
+def _index_documents(
+    index: str | Path,
+    docs: list[Any],
+    origins: list[str],
+    name: str,
+    access: list[str] | None,
+    *,
+    append: bool,
+    **options: Any,
+) -> IngestSummary:
     root = SourceRoot(id=f"documents:{name}", kind="documents", label=name, access=access)
     groups: dict[str, list[Any]] = {}
-    for doc in documents:
-        meta = dict(getattr(doc, "metadata", {}) or {})
-        origin = str(meta.get("source") or meta.get("url") or f"document-{len(groups) + 1}")
+    for doc, origin in zip(docs, origins, strict=True):
         groups.setdefault(origin, []).append(doc)
     stamp = time.time()
     candidates = [_document_candidate(root, origin, docs, stamp) for origin, docs in groups.items()]
-    return update_index(index, [root], documents={root.id: candidates}, **options)
+    return update_index(index, [root], documents={root.id: candidates}, append=append, **options)
 
 
 def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: float) -> Candidate:
@@ -193,7 +269,9 @@ def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: f
         sort_keys=True,
         ensure_ascii=False,
     ).encode("utf-8")
-    name = _readable_name(origin)
+    meta = dict(getattr(docs[0], "metadata", {}) or {})
+    # Cited by where it came from; by its id only when its metadata names no source.
+    name = _readable_name(str(meta.get("source") or meta.get("url") or origin))
     return Candidate(
         root=root.id,
         origin=origin,

@@ -374,6 +374,7 @@ def update_index(
     roots: list[SourceRoot],
     *,
     documents: dict[str, list[Candidate]] | None = None,
+    append: bool = False,
     remember: bool = True,
     owned: Owned | None = None,
     forget: set[str] | frozenset[str] = frozenset(),
@@ -391,7 +392,8 @@ def update_index(
 ) -> IngestSummary:
     """The one write path: read `roots` again, update what they give, delete what they no
     longer give (and whatever `owned` names besides), and publish atomically under the
-    writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
+    writer lock. `documents` holds ready candidates for `documents:` roots (with `append`,
+    they add to or update what those roots gave before, rather than replacing it); `remember`
     records `roots` in the index's sources, `unread` records roots without reading them,
     `forget` drops ids from them. `allow_private` lets URL roots reach private addresses
     (True), forbids it (False), or, None, leaves it to each root's remembered setting."""
@@ -489,6 +491,8 @@ def update_index(
                 candidates.extend(got)
             elif documents and root.id in documents:
                 candidates.extend(documents[root.id])
+                if append:
+                    continue  # not a full re-read: the root's other documents stay
             else:
                 continue  # documents handed in from Python cannot be read again
             read_roots_ok.add(root.id)
