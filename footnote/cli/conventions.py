@@ -27,6 +27,11 @@ EXAMPLES = {
   footnote ask "..." --model openai:smollm2 --base-url http://127.0.0.1:8080/v1
   footnote ask "..." --json --quiet --reranker sentence
   footnote ask "Who is on call?" --groups engineering --strict-groups   # engineering only""",
+    "chat": """\
+  footnote chat --index .footnote/handbook                 # then type; Ctrl-D ends
+  footnote ask "How often do I have to change my API key?" --thread keys
+  footnote ask "and what happens to the old one?" --thread keys   # a follow-up
+  footnote chat --thread keys --forget""",
     "serve": """\
   footnote serve --index .footnote/handbook        # chat page at http://127.0.0.1:2024/ui
   footnote serve --port 8123 --verbose             # the server's own log on this terminal
