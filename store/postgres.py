@@ -65,7 +65,7 @@ class PostgresUnavailable(IndexUnreachable):
 
 CONNECT_TIMEOUT_S = 3
 """How long the first connection to a database may take before the index counts as
-unreachable (psycopg's `connect_timeout`: whole seconds)."""
+unreachable (psycopg's `connect_timeout`, whole seconds), unless its URL sets one."""
 
 
 @dataclass(frozen=True)
@@ -167,9 +167,12 @@ def _probe(conninfo: str) -> None:
     """One connection attempt, bounded by CONNECT_TIMEOUT_S, before a pool is made: a pool
     would retry for its whole open timeout, logging a warning per attempt, before failing."""
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict
 
     try:
-        psycopg.connect(conninfo, connect_timeout=CONNECT_TIMEOUT_S).close()
+        given = conninfo_to_dict(conninfo)
+        bound = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT_S}
+        psycopg.connect(conninfo, **bound).close()
     except psycopg.Error as exc:
         reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise PostgresUnavailable(
