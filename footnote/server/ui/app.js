@@ -525,9 +525,10 @@ function finishAnswer(turn, values) {
     badge.textContent = "Not covered by your documents";
     body.append(badge);
   }
-  for (const paragraph of text.split(/\n{2,}/)) {
-    if (paragraph.trim()) body.append(renderParagraph(paragraph, turn));
-  }
+  body.append(renderMarkdown(text, {
+    cite: (n) => citationLink(turn, n),
+    allowedHref: (href) => citedHref(turn, href),
+  }));
   renderChecks(turn, values);
   if (typeof renderParts === "function") renderParts(turn, values);
   if (citations.length) {
@@ -549,31 +550,33 @@ function finishAnswer(turn, values) {
   }));
 }
 
-function renderParagraph(text, turn) {
-  const p = document.createElement("p");
+/** The link for citation [n] of this answer, or null when the answer has no source n. */
+function citationLink(turn, n) {
   const known = new Set((turn.citations || []).map((c) => Number(c.n)));
-  let last = 0;
-  for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    p.append(document.createTextNode(text.slice(last, match.index)));
-    const n = Number(match[1]);
-    if (known.has(n)) {
-      const link = document.createElement("a");
-      link.className = "cite";
-      link.href = `#source-${turn.dataset.turn}-${n}`;
-      link.textContent = `[${n}]`;
-      link.setAttribute("aria-label", `Source ${n}: show the cited passage`);
-      link.addEventListener("click", (event) => {
-        event.preventDefault();
-        showPassage(turn, n);
-      });
-      p.append(link);
-    } else {
-      p.append(document.createTextNode(match[0]));
-    }
-    last = match.index + match[0].length;
+  if (!known.has(n)) return null;
+  const link = document.createElement("a");
+  link.className = "cite";
+  link.href = `#source-${turn.dataset.turn}-${n}`;
+  link.textContent = `[${n}]`;
+  link.setAttribute("aria-label", `Source ${n}: show the cited passage`);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    showPassage(turn, n);
+  });
+  return link;
+}
+
+/** A Markdown link's address when it is one of this answer's cited sources, else null: an
+ * answer links nowhere its sources do not. */
+function citedHref(turn, href) {
+  const cited = new Set((turn.citations || []).map(sourceHref).filter(Boolean));
+  let url;
+  try {
+    url = new URL(href);
+  } catch {
+    return null;
   }
-  p.append(document.createTextNode(text.slice(last)));
-  return p;
+  return cited.has(url.href) ? url.href : null;
 }
 
 function claimText(claim) {
