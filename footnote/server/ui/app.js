@@ -201,6 +201,18 @@ function signOut(message) {
   showSignIn(message);
 }
 
+/** The header names who the server says the key belongs to (not what the page was told). */
+async function showWho() {
+  try {
+    const me = await api("/feedback/me");
+    if (me && typeof me.user === "string" && state.token) {
+      $("who-text").textContent = `Signed in as ${me.user}${me.admin ? " (admin)" : ""}`;
+    }
+  } catch {
+    // The header keeps "Signed in": the page works without the name.
+  }
+}
+
 async function enter() {
   $("sign-in").hidden = true;
   $("app").hidden = false;
@@ -209,6 +221,7 @@ async function enter() {
     ? "Signed in"
     : "Anonymous: this server does not ask for a key";
   $("sign-out").hidden = !state.token;
+  if (state.token) showWho();
   await refreshThreads();
   await openFromLocation();
   $("question").focus();
