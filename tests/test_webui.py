@@ -678,3 +678,50 @@ def test_a_plain_answer_reads_as_before(page: Page) -> None:
     shown = render_answer(page, "First paragraph [1].\n\nSecond paragraph.")
     assert shown["tags"] == ["a", "p"] and shown["links"] == ["#source-1-1"]
     assert shown["text"].split("\n\n") == ["First paragraph [1].", "Second paragraph."]
+
+
+def test_a_conversation_can_be_renamed_and_deleted(page: Page) -> None:
+    """Rename (Save) and Delete (after "Yes, delete") act on the server's thread: a fresh
+    load shows the new name, and a deleted conversation is gone from the list and the URL."""
+    from selenium.webdriver.common.keys import Keys
+
+    page.open()
+    page.ready()
+    page.find("#new-thread").click()
+    page.ask(WORKED_EXAMPLE)
+    page.until(lambda: "#thread=" in page.driver.current_url, "no thread in the URL")
+    thread_id = page.driver.current_url.split("#thread=", 1)[1]
+    item = f'#thread-list li:has(a[data-thread-id="{thread_id}"])'
+
+    page.find(f'{item} button[aria-label^="Rename"]').click()
+    field = page.visible(f"{item} .thread-rename input")
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys("Key rotation notes", Keys.ENTER)
+    page.until(
+        lambda: page.find(f'a[data-thread-id="{thread_id}"]').text == "Key rotation notes",
+        "the new name is not listed",
+    )
+    page.open()  # the name is the server's, not the page's
+    page.ready()
+    page.until(
+        lambda: (
+            page.find_all(f'a[data-thread-id="{thread_id}"]')
+            and page.find(f'a[data-thread-id="{thread_id}"]').text == "Key rotation notes"
+        ),
+        "the name did not survive a reload",
+    )
+
+    page.find(f'{item} button[aria-label^="Delete"]').click()
+    confirm = page.visible(f'{item} [role="group"]')
+    assert "Delete this conversation?" in confirm.text
+    confirm.find_element("xpath", ".//button[text()='Keep']").click()
+    assert page.find_all(f'a[data-thread-id="{thread_id}"]'), "Keep deleted it"
+    page.find(f'a[data-thread-id="{thread_id}"]').click()
+    page.until(lambda: page.find_all(".turn.answer"), "the conversation did not open")
+    page.find(f'{item} button[aria-label^="Delete"]').click()
+    page.visible(f"{item} .confirm-remove").find_element(
+        "xpath", ".//button[text()='Yes, delete']"
+    ).click()
+    page.until(lambda: not page.find_all(f'a[data-thread-id="{thread_id}"]'), "still listed")
+    assert "#thread=" not in page.driver.current_url and not page.find_all(".turn.answer")
+    page.screenshot("thread-deleted")

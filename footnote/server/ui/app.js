@@ -276,10 +276,86 @@ async function refreshThreads() {
     const when = document.createElement("time");
     when.dateTime = thread.updated_at || thread.created_at || "";
     when.textContent = when.dateTime ? new Date(when.dateTime).toLocaleString() : "";
-    item.append(link, when);
+    item.append(link, when, threadControls(item, thread));
     list.append(item);
   }
   $("thread-empty").hidden = threads.length > 0;
+}
+
+function smallButton(text, label, onClick, className = "secondary") {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = `${className} small`;
+  button.textContent = text;
+  if (label) button.setAttribute("aria-label", label);
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+/** Rename and Delete for one conversation; both act only after a second step (Save, or
+ * "Yes, delete"), and the server decides whose conversation it is. */
+function threadControls(item, thread) {
+  const title = threadTitle(thread);
+  const box = document.createElement("span");
+  box.className = "thread-controls";
+  const restore = () => box.replaceChildren(rename, remove);
+  const rename = smallButton("Rename", `Rename “${title}”`, () => {
+    const form = document.createElement("form");
+    form.className = "thread-rename";
+    const field = document.createElement("input");
+    field.type = "text";
+    field.maxLength = 200;
+    field.value = title;
+    field.setAttribute("aria-label", "New name");
+    const save = smallButton("Save", null, () => {}, "primary");
+    save.type = "submit";
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const name = field.value.trim();
+      if (!name) return;
+      try {
+        await api(`/threads/${encodeURIComponent(thread.thread_id)}`, {
+          method: "PATCH", body: { metadata: { title: name } },
+        });
+        await refreshThreads();
+      } catch (err) {
+        handleError(err);
+      }
+    });
+    form.append(field, save, smallButton("Cancel", null, restore));
+    box.replaceChildren(form);
+    field.focus();
+    field.select();
+  });
+  const remove = smallButton("Delete", `Delete “${title}”`, () => {
+    const question = document.createElement("span");
+    question.className = "confirm-remove";
+    question.setAttribute("role", "group");
+    question.setAttribute("aria-label", `Delete “${title}”?`);
+    const text = document.createElement("span");
+    text.textContent = "Delete this conversation? ";
+    const yes = smallButton("Yes, delete", null, async () => {
+      try {
+        await api(`/threads/${encodeURIComponent(thread.thread_id)}`, { method: "DELETE" });
+        if (state.threadId === thread.thread_id) {
+          clearConversation();
+          history.replaceState(null, "", location.pathname);
+        }
+        await refreshThreads();
+      } catch (err) {
+        handleError(err);
+      }
+    }, "danger");
+    const keep = smallButton("Keep", null, () => {
+      restore();
+      remove.focus();
+    });
+    question.append(text, yes, keep);
+    box.replaceChildren(question);
+    keep.focus();
+  });
+  restore();
+  return box;
 }
 
 function markCurrentThread() {
