@@ -171,8 +171,8 @@ def _probe(conninfo: str) -> None:
 
     try:
         given = conninfo_to_dict(conninfo)
-        bound = {} if "connect_timeout" in given else {"connect_timeout": CONNECT_TIMEOUT_S}
-        psycopg.connect(conninfo, **bound).close()
+        timeout = given.get("connect_timeout", CONNECT_TIMEOUT_S)
+        psycopg.connect(conninfo, connect_timeout=timeout).close()
     except psycopg.Error as exc:
         reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
         raise PostgresUnavailable(
