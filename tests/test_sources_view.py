@@ -58,6 +58,11 @@ def rows(page: Page) -> list[str]:
     return list(page.driver.execute_script(script))
 
 
+def roots(page: Page) -> list[str]:
+    script = "return [...document.querySelectorAll('#library-roots li')].map(r => r.dataset.source)"
+    return list(page.driver.execute_script(script))
+
+
 def status(page: Page) -> str:
     return page.find("#library-status").text
 
@@ -102,6 +107,14 @@ def test_admin_uploads_adds_removes_and_syncs(admin_server: tuple, tmp_path: Pat
         page.find("#library-sync").click()
         page.until(lambda: status(page).startswith("Done:"), "the sync did not finish")
         assert "0 added" in status(page) and "vpn.md" not in rows(page)
+        # A whole source goes too (the upload's file source here): its documents and itself.
+        (upload_root,) = [r for r in roots(page) if r.endswith("/leave.md")]
+        page.find(f'#library-roots button[aria-label="Remove {upload_root}"]').click()
+        page.visible("#library-roots .confirm-remove").find_element(
+            "xpath", ".//button[text()='Yes, remove']"
+        ).click()
+        page.until(lambda: "leave.md" not in rows(page), "the source's document stayed")
+        assert upload_root not in roots(page) and "keys.md" in rows(page)
         page.screenshot("sources-view-admin")
 
 

@@ -101,12 +101,31 @@ function renderDocuments(documents, failures) {
   }
 }
 
+/** An admin's sources (folders, files, URLs, sites), each removable whole: its documents go
+ * and it is forgotten, so a sync does not bring them back. */
+function renderRoots(roots) {
+  const list = $("library-roots");
+  list.replaceChildren();
+  for (const root of roots) {
+    const item = document.createElement("li");
+    item.dataset.source = root.id;
+    const text = document.createElement("span");
+    const count = `${root.documents} document${root.documents === 1 ? "" : "s"}`;
+    text.textContent = `${root.kind} ${root.id} (${count}) `;
+    const control = document.createElement("span");
+    removeControl(control, root.id);
+    item.append(text, control);
+    list.append(item);
+  }
+}
+
 async function refreshLibrary() {
   libraryStatus("Loading…");
   try {
     const listing = await corpusRun("indexer", { action: "sources" });
     library.admin = true;
     renderDocuments(listing.result.documents, listing.result.failures);
+    renderRoots(listing.result.sources || []);
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 403)) throw err;
     library.admin = false;
