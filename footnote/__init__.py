@@ -11,8 +11,10 @@ stays fast:
 - `FootnoteRetriever(index=..., k=...)`: a LangChain retriever over any Footnote index.
 - `MiniLMEmbeddings()`: the offline embedding model (LangChain `Embeddings`).
 - `Filters`: narrows a retriever's search (source glob, section, dates, front matter).
-- `add_documents(index, documents)`: index LangChain `Document`s from any loader, keeping
-  their source, page and URL for citations and their `access` metadata.
+- `add_documents(index, documents, ids=None)`: add LangChain `Document`s from any loader
+  (appending, as `VectorStore.add_documents` does; returns their ids), keeping their source,
+  page and URL for citations and their `access` metadata. `replace_documents(index,
+  documents)` makes a batch all its source gives; `delete(index, ids)` removes by id.
 
 Indexes are built with `footnote ingest` or `footnote.ingest.pipeline.ingest(paths, index)`
 (not re-exported here: `footnote.ingest` is the package of that name).
@@ -34,6 +36,8 @@ _EXPORTS = {
     "Filters": "footnote.tools.search",
     "MiniLMEmbeddings": "footnote.models.embeddings",
     "add_documents": "footnote.ingest.corpus",
+    "replace_documents": "footnote.ingest.corpus",
+    "delete": "footnote.ingest.corpus",
 }
 
 __all__ = [
@@ -43,14 +47,16 @@ __all__ = [
     "MiniLMEmbeddings",
     "add_documents",
     "answer_tool",
+    "delete",
     "make_graph",
+    "replace_documents",
 ]
 
 if TYPE_CHECKING:
     from footnote.graph.agent_tool import answer_tool
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
-    from footnote.ingest.corpus import add_documents
+    from footnote.ingest.corpus import add_documents, delete, replace_documents
     from footnote.models.embeddings import MiniLMEmbeddings
     from footnote.tools.retriever import FootnoteRetriever
     from footnote.tools.search import Filters

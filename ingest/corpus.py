@@ -9,7 +9,8 @@ import fnmatch
 import json
 import os
 import time
-from collections.abc import Iterable, Iterator, Sequence
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,12 @@ def add(
     exclude: list[str] | None = None,
     follow_symlinks: bool = False,
     crawl: dict[str, Any] | None = None,
+    allow_private: bool | None = None,
     **options: Any,
 ) -> IngestSummary:
     """Add these sources (or update how they are read) and bring in what they give; every
-    other document stays as it is."""
+    other document stays as it is. `allow_private=True` is remembered with URL sources, so
+    `sync` reaches them the same way."""
     roots = [
         root_for(
             p,
@@ -43,10 +46,11 @@ def add(
             exclude=exclude,
             follow_symlinks=follow_symlinks,
             crawl=crawl,
+            allow_private=bool(allow_private),
         )
         for p in paths_or_urls
     ]
-    return update_index(index, roots, **options)
+    return update_index(index, roots, allow_private=allow_private, **options)
 
 
 def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestSummary:
@@ -74,12 +78,7 @@ def remove(
     roots = read_roots(kept)
     files = live.files if live is not None else {}
     wanted = [str(p) for p in patterns]
-    absolute = [os.path.abspath(p) if not is_url(p) else p for p in wanted]
-
-    def root_matches(root: SourceRoot) -> bool:
-        return root.id in absolute or any(fnmatch.fnmatchcase(root.id, p) for p in wanted)
-
-    gone_roots = {r.id for r in roots if root_matches(r)}
+    gone_roots = {r.id for r in roots if any(_names_root(p, r.id) for p in wanted)}
 
     def owned(source: str, record: FileRecord) -> bool:
         return record.root in gone_roots or any(fnmatch.fnmatchcase(source, p) for p in wanted)
@@ -111,6 +110,27 @@ def remove(
         rebuild=rebuild,
         **options,
     )
+
+
+def _names_root(pattern: str, root_id: str) -> bool:
+    """A `remove` pattern names a source by its path (relative paths count from here), its
+    URL, or a glob over either."""
+    absolute = pattern if is_url(pattern) else os.path.abspath(pattern)
+    return root_id == absolute or fnmatch.fnmatchcase(root_id, pattern)
+
+
+def unmatched(index: str | Path, patterns: Sequence[str]) -> list[str]:
+    """The `remove` patterns that name no document and no source of the index, so the
+    command can say so instead of succeeding silently."""
+    live = open_writer(index).previous()
+    roots = read_roots(live.manifest if live is not None else None)
+    documents = list(live.files) if live is not None else []
+    return [
+        p
+        for p in map(str, patterns)
+        if not any(_names_root(p, r.id) for r in roots)
+        and not any(fnmatch.fnmatchcase(source, p) for source in documents)
+    ]
 
 
 def sources(index: str | Path) -> dict[str, Any]:
@@ -159,24 +179,99 @@ def add_documents(
     index: str | Path,
     documents: Iterable[Any],
     *,
+    ids: Sequence[str] | None = None,
+    name: str = "documents",
+    access: list[str] | None = None,
+    **options: Any,
+) -> list[str]:
+    """Add LangChain `Document`s (from any loader) to the index, as LangChain's
+    `VectorStore.add_documents` does: what was added before stays, a document whose id is
+    already there is replaced, and the ids come back, one per document, in order.
+
+    A document's id is `ids[i]`, else its `Document.id`, else its `source` (or `url`)
+    metadata, else a new uuid4. Documents with the same id become one indexed document whose
+    sections keep each one's `page` and `url`, so citations point at them (a PDF loader's
+    pages share their file's `source`, hence its id); a `title`, `date` or `access` in the
+    metadata is used as front matter would be (malformed access: admins only, with the
+    reason). They are kept under the source `documents:NAME`; `replace_documents` replaces
+    everything that source gave, `delete` removes documents by id. A document that cannot be
+    indexed raises `ValueError` with its reason."""
+    docs = list(documents)
+    if ids is not None and len(ids) != len(docs):
+        raise ValueError(f"{len(ids)} ids for {len(docs)} documents: give one id per document")
+    given = list(ids) if ids is not None else [getattr(d, "id", None) for d in docs]
+    origins = [str(i) if i else _origin(d) for d, i in zip(docs, given, strict=True)]
+    summary = _index_documents(index, docs, origins, name, access, append=True, **options)
+    if summary.failed:
+        failures = "; ".join(f"{s}: {r}" for s, r in sorted(summary.failed.items()))
+        raise ValueError(f"could not index every document (the others were added): {failures}")
+    return origins
+
+
+def replace_documents(
+    index: str | Path,
+    documents: Iterable[Any],
+    *,
     name: str = "documents",
     access: list[str] | None = None,
     **options: Any,
 ) -> IngestSummary:
-    """Index LangChain `Document`s (from any loader). Documents sharing a `source` (or
-    `url`) become one indexed document whose sections keep each one's `page` and `url`, so
-    citations point at them; a `title`, `date` or `access` in the metadata is used as front
-    matter would be (malformed access: admins only, with the reason). The batch is one
-    source root named `documents:NAME`; adding it again replaces what it gave."""
+    """Make these LangChain `Document`s all that the source `documents:NAME` gives: those
+    it gave before and are not among them are deleted ("no longer in documents"). Handed the
+    same batch again, nothing changes. Ids, pages and metadata as in `add_documents`; the
+    summary says what was added, updated, deleted or failed, with reasons."""
+    docs = list(documents)
+    origins = [str(getattr(d, "id", None) or _origin(d)) for d in docs]
+    return _index_documents(index, docs, origins, name, access, append=False, **options)
+
+
+def delete(
+    index: str | Path, ids: Sequence[str], *, name: str = "documents", **options: Any
+) -> bool:
+    """Remove the documents with these ids (as `add_documents` returned them) from the
+    source `documents:NAME`, as LangChain's `VectorStore.delete(ids)` does. True when every
+    id named a document; an unknown id is ignored and makes it False."""
+    root_id = f"documents:{name}"
+    wanted = {str(i) for i in ids}
+    live = open_writer(index).previous()
+    present = {
+        record.origin
+        for record in (live.files.values() if live is not None else [])
+        if record.root == root_id and record.origin in wanted
+    }
+    if present:
+        update_index(
+            index,
+            [],
+            owned=lambda _source, record: record.root == root_id and record.origin in present,
+            why_deleted="deleted by id (footnote.delete)",
+            **options,
+        )
+    return present == wanted
+
+
+def _origin(doc: Any) -> str:
+    meta = dict(getattr(doc, "metadata", {}) or {})
+    return str(meta.get("source") or meta.get("url") or uuid.uuid4())
+
+
+def _index_documents(
+    index: str | Path,
+    docs: list[Any],
+    origins: list[str],
+    name: str,
+    access: list[str] | None,
+    *,
+    append: bool,
+    **options: Any,
+) -> IngestSummary:
     root = SourceRoot(id=f"documents:{name}", kind="documents", label=name, access=access)
     groups: dict[str, list[Any]] = {}
-    for doc in documents:
-        meta = dict(getattr(doc, "metadata", {}) or {})
-        origin = str(meta.get("source") or meta.get("url") or f"document-{len(groups) + 1}")
+    for doc, origin in zip(docs, origins, strict=True):
         groups.setdefault(origin, []).append(doc)
     stamp = time.time()
     candidates = [_document_candidate(root, origin, docs, stamp) for origin, docs in groups.items()]
-    return update_index(index, [root], documents={root.id: candidates}, **options)
+    return update_index(index, [root], documents={root.id: candidates}, append=append, **options)
 
 
 def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: float) -> Candidate:
@@ -185,7 +280,9 @@ def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: f
         sort_keys=True,
         ensure_ascii=False,
     ).encode("utf-8")
-    name = _readable_name(origin)
+    meta = dict(getattr(docs[0], "metadata", {}) or {})
+    # Cited by where it came from; by its id only when its metadata names no source.
+    name = _readable_name(str(meta.get("source") or meta.get("url") or origin))
     return Candidate(
         root=root.id,
         origin=origin,
@@ -252,11 +349,13 @@ def watch(
     *,
     debounce: float = 0.5,
     stop: Any = None,
+    on_start: Callable[[list[str]], None] | None = None,
     **options: Any,
 ) -> Iterator[IngestSummary]:
     """Sync again each time a file under a remembered folder or file root changes (watched
     by `watchfiles`, the operating system's notifications, not polling by hand); yields each
-    sync's summary. `stop` (a `threading.Event`) ends the watch."""
+    sync's summary. `stop` (a `threading.Event`) ends the watch; `on_start` is told the
+    watched paths once the watch begins (so a user is not left at a silent prompt)."""
     import watchfiles
 
     _, kept = live_state(open_writer(index))
@@ -264,6 +363,8 @@ def watch(
     paths = [r.id for r in roots if r.kind in ("folder", "file") and os.path.exists(r.id)]
     if not paths:
         raise ValueError(f"index {index} has no folder or file sources to watch")
+    if on_start is not None:
+        on_start(paths)
     for _changes in watchfiles.watch(
         *paths, debounce=int(debounce * 1000), stop_event=stop, raise_interrupt=False
     ):

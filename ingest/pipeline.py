@@ -392,6 +392,7 @@ def update_index(
     roots: list[SourceRoot],
     *,
     documents: dict[str, list[Candidate]] | None = None,
+    append: bool = False,
     remember: bool = True,
     owned: Owned | None = None,
     forget: set[str] | frozenset[str] = frozenset(),
@@ -405,13 +406,15 @@ def update_index(
     max_seconds: float = DEFAULT_MAX_SECONDS,
     rebuild: bool = False,
     progress: Progress | None = None,
-    allow_private: bool = False,
+    allow_private: bool | None = None,
 ) -> IngestSummary:
     """The one write path: read `roots` again, update what they give, delete what they no
     longer give (and whatever `owned` names besides), and publish atomically under the
-    writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
+    writer lock. `documents` holds ready candidates for `documents:` roots (with `append`,
+    they add to or update what those roots gave before, rather than replacing it); `remember`
     records `roots` in the index's sources, `unread` records roots without reading them,
-    `forget` drops ids from them."""
+    `forget` drops ids from them. `allow_private` lets URL roots reach private addresses
+    (True), forbids it (False), or, None, leaves it to each root's remembered setting."""
     created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
@@ -498,13 +501,15 @@ def update_index(
                     summary.failed,
                     summary.skipped,
                     max_bytes=max_bytes,
-                    allow_private=allow_private,
+                    allow_private=root.allow_private if allow_private is None else allow_private,
                 )
                 if got is None:
                     continue
                 candidates.extend(got)
             elif documents and root.id in documents:
                 candidates.extend(documents[root.id])
+                if append:
+                    continue  # not a full re-read: the root's other documents stay
             else:
                 continue  # documents handed in from Python cannot be read again
             read_roots_ok.add(root.id)

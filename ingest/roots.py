@@ -34,6 +34,9 @@ class SourceRoot:
     exclude: list[str] = field(default_factory=list)
     crawl: dict[str, Any] = field(default_factory=dict)
     """For a site: max_depth, max_pages, same_host, sitemap, max_bytes, timeout."""
+    allow_private: bool = False
+    """A URL or site added with `--allow-private`: it may reach loopback, private and
+    link-local addresses, on every later `sync` too (a run can still decide otherwise)."""
     added_at: str = ""
 
     def selected(self, relative: str) -> bool:
@@ -67,6 +70,7 @@ def root_for(
     include: list[str] | None = None,
     exclude: list[str] | None = None,
     crawl: dict[str, Any] | None = None,
+    allow_private: bool = False,
 ) -> SourceRoot:
     """The root record for a path or URL as a user names it."""
     text = str(value)
@@ -88,6 +92,7 @@ def root_for(
         include=list(include or []),
         exclude=list(exclude or []),
         crawl=dict(crawl or {}),
+        allow_private=allow_private and is_url(text),
         added_at=now(),
     )
 

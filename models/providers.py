@@ -90,11 +90,40 @@ def unknown_spelling(spec: str, kind: Kind) -> str:
     )
 
 
+def install_hint(extra: str) -> str:
+    """The pip command that installs one of Footnote's extras where Footnote is installed.
+
+    `pip install 'footnote-rag[eval]'` cannot work while footnote-rag is on no package index
+    (it is installed from a checkout or a wheel), so the hint names the extra's own
+    requirements, read from the installed distribution's metadata."""
+    from importlib.metadata import PackageNotFoundError, requires
+
+    from packaging.requirements import Requirement
+
+    try:
+        declared = requires("footnote-rag") or []
+    except PackageNotFoundError:
+        declared = []
+    wanted: list[str] = []
+    for line in declared:
+        requirement = Requirement(line)
+        marker = requirement.marker
+        if marker is None or not marker.evaluate({"extra": extra}):
+            continue
+        if marker.evaluate({"extra": ""}):  # a base requirement, already installed
+            continue
+        requirement.marker = None
+        wanted.append(f"'{requirement}'")
+    if not wanted:
+        return f"install footnote-rag's {extra} extra"
+    return f"pip install {' '.join(wanted)} (footnote-rag's {extra} extra)"
+
+
 def missing_package(spec: str, provider: str, kind: Kind) -> str:
     module = str(_registry(kind)[provider][0])
     package = module.split(".", 1)[0].replace("_", "-")
     extra = EXTRAS.get(provider)
-    install = f"pip install 'footnote-rag[{extra}]'" if extra else f"pip install {package}"
+    install = install_hint(extra) if extra else f"pip install {package}"
     what = "chat model" if kind == "chat" else "embeddings"
     return f"the {what} {spec!r} needs the {package} package: {install}"
 

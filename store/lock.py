@@ -28,6 +28,11 @@ class IndexLocked(IndexError_):
     """Another writer holds the index and the caller chose not to wait any longer."""
 
 
+class IndexNotWritable(IndexError_):
+    """The index folder cannot be created or written (a missing parent that cannot be made, a
+    file in the way, no permission): one line naming the folder, not an OSError's traceback."""
+
+
 class _Held:
     def __init__(self) -> None:
         self.thread_lock = threading.RLock()
@@ -43,7 +48,10 @@ _held_guard = threading.Lock()
 def writer_lock(root: str | Path, *, timeout: float | None = None) -> Iterator[None]:
     """Hold the index's writer lock for the block (waiting for it; at most `timeout` s)."""
     root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise IndexNotWritable(_unwritable(root, exc)) from exc
     key = os.path.realpath(root)
     with _held_guard:
         held = _held.setdefault(key, _Held())
@@ -66,7 +74,10 @@ def writer_lock(root: str | Path, *, timeout: float | None = None) -> Iterator[N
 
 def _acquire(root: Path, timeout: float | None) -> int:
     path = root / LOCK_NAME
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise IndexNotWritable(_unwritable(root, exc)) from exc
     try:
         if not _try_lock(fd):
             holder = _holder(fd)
@@ -88,6 +99,11 @@ def _acquire(root: Path, timeout: float | None) -> int:
         os.close(fd)
         raise
     return fd
+
+
+def _unwritable(root: Path, exc: OSError) -> str:
+    reason = exc.strerror or type(exc).__name__
+    return f"cannot create or write the index folder {root}: {reason}; choose another --index"
 
 
 def _try_lock(fd: int) -> bool:

@@ -41,6 +41,7 @@ from footnote.store.types import (
     IndexError_,
     IndexMismatch,
     IndexNotFound,
+    IndexUnreachable,
     Ranked,
     access_groups,
     chunk_position,
@@ -61,8 +62,13 @@ Where = tuple[str, dict[str, Any]]
 """A reader's selection: SQL conditions (AND-ed) and their parameters."""
 
 
-class PostgresUnavailable(IndexError_):
-    """The database cannot be reached or lacks pgvector; the message says which."""
+class PostgresUnavailable(IndexUnreachable):
+    """The database cannot be reached; the message says where and why."""
+
+
+CONNECT_TIMEOUT_S = 3
+"""How long the first connection to a database may take before the index counts as
+unreachable (psycopg's `connect_timeout`, whole seconds), unless its URL sets one."""
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,7 @@ def pool(conninfo: str) -> Any:
     with _pools_lock:
         found = _pools.get(conninfo)
         if found is None:
+            _probe(conninfo)
             found = ConnectionPool(
                 conninfo,
                 min_size=1,
@@ -159,6 +166,23 @@ def pool(conninfo: str) -> Any:
                 ) from exc
             _pools[conninfo] = found
         return found
+
+
+def _probe(conninfo: str) -> None:
+    """One connection attempt, bounded by CONNECT_TIMEOUT_S, before a pool is made: a pool
+    would retry for its whole open timeout, logging a warning per attempt, before failing."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(conninfo)
+        timeout = given.get("connect_timeout", CONNECT_TIMEOUT_S)
+        psycopg.connect(conninfo, connect_timeout=timeout).close()
+    except psycopg.Error as exc:
+        reason = next((line.strip() for line in str(exc).splitlines() if line.strip()), "")
+        raise PostgresUnavailable(
+            f"cannot connect to PostgreSQL at {redact(conninfo)}: {redact(reason)}"
+        ) from exc
 
 
 def close_pools() -> None:

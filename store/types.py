@@ -35,6 +35,11 @@ class IndexNotFound(IndexError_):
     pass
 
 
+class IndexUnreachable(IndexError_):
+    """The index's server could not be reached: on the command line exit status 3, as for a
+    provider that could not be reached, rather than 2 (a set-up the user changes)."""
+
+
 class IndexCorrupt(IndexError_):
     pass
 

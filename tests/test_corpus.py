@@ -210,7 +210,7 @@ def test_add_documents_from_a_langchain_loader(locate: Locate, tmp_path: Path) -
         Document("Hidden pelican access.", metadata={"source": "bad.md", "Access": ["x"]}),
     ]
     index = locate()
-    summary = footnote.add_documents(index, [*loaded, *pages])  # the public API
+    summary = footnote.replace_documents(index, [*loaded, *pages])  # the public API
     assert sorted(summary.added) == ["bad.md", "example.org/pelicans", "payroll.pdf", "pelican.txt"]
     assert "bad.md" in summary.restricted
     assert found(index, "pelican") == {"pelican.txt", "example.org/pelicans"}
@@ -228,9 +228,65 @@ def test_add_documents_from_a_langchain_loader(locate: Locate, tmp_path: Path) -
     assert web[0].chunk.url == "https://example.org/pelicans" and web[0].chunk.title == "Pelicans"
     listing = corpus.sources(index)
     assert listing["sources"][0]["id"] == "documents:documents"
-    again = corpus.add_documents(index, [*loaded, *pages])
+    again = corpus.replace_documents(index, [*loaded, *pages])
     assert again.added == [] and again.version == summary.version
     assert corpus.sync(index).deleted == []  # documents handed in cannot be re-read: kept
+    fewer = footnote.replace_documents(index, loaded)
+    assert sorted(fewer.deleted) == ["bad.md", "example.org/pelicans", "payroll.pdf"]
+    assert fewer.deleted_why["payroll.pdf"] == "no longer in documents:documents"
+
+
+def test_add_documents_appends_and_returns_ids_as_langchain_does(
+    locate: Locate, tmp_path: Path
+) -> None:
+    """LangChain's `VectorStore.add_documents` conventions: a second call adds to the first,
+    one id comes back per document in order (given ids, then `Document.id`, then the source,
+    else a fresh uuid), an id already there is replaced, and `delete(ids)` removes them."""
+    import uuid
+
+    from langchain_core.documents import Document
+
+    index = locate()
+    first = footnote.add_documents(
+        index,
+        [
+            Document("Walruses sleep on ice floes.", metadata={"source": "walrus.md"}),
+            Document("Narwhal tusks are teeth.", id="narwhal-1"),
+            Document("Belugas sing under the ice."),  # no id, no source
+        ],
+    )
+    assert first[:2] == ["walrus.md", "narwhal-1"]
+    assert str(uuid.UUID(first[2])) == first[2]
+    second = footnote.add_documents(
+        index,
+        [
+            Document("Orcas hunt in pods.", metadata={"source": "orca.md"}),
+            Document("Orca calves stay with their mothers.", metadata={"source": "orca.md"}),
+        ],
+        ids=["orca", "orca"],  # one indexed document with two sections
+    )
+    assert second == ["orca", "orca"]
+    assert found(index, "walruses ice") >= {"walrus.md"}, "the first batch is still there"
+    assert {"walrus.md", "narwhal-1", "orca.md"} <= found(index, "walruses narwhal orcas")
+    listing = corpus.sources(index)
+    assert {d["origin"] for d in listing["documents"]} == {*first, "orca"}
+    assert [s["id"] for s in listing["sources"]] == ["documents:documents"]
+
+    # An id already there is replaced (upsert), not added twice.
+    footnote.add_documents(index, [Document("Narwhals live in the Arctic.", id="narwhal-1")])
+    assert found(index, "narwhals arctic") == {"narwhal-1"}
+    assert not found(index, "tusks teeth")
+    assert len(corpus.sources(index)["documents"]) == 4
+
+    # delete(ids) removes exactly those; an unknown id makes it return False.
+    assert footnote.delete(index, ["narwhal-1", first[2]]) is True
+    assert footnote.delete(index, ["never-added"]) is False
+    left = {d["origin"] for d in corpus.sources(index)["documents"]}
+    assert left == {"walrus.md", "orca"}
+    assert found(index, "orcas pods calves") == {"orca.md"}
+
+    with pytest.raises(ValueError, match="2 ids for 1 documents"):
+        footnote.add_documents(index, [Document("x")], ids=["a", "b"])
 
 
 def test_cli_add_sources_remove_sync_json(locate: Locate, tmp_path: Path, run_cli: RunCli) -> None:
@@ -283,6 +339,10 @@ def test_sync_watch_picks_up_a_change(locate: Locate, tmp_path: Path, run_cli: R
     try:
         first = _read_json(proc)
         assert first["unchanged"] == 1
+        assert proc.stderr is not None  # --quiet: the watch's own line is all stderr holds
+        assert proc.stderr.readline() == (
+            f"footnote: watching 1 source(s) for changes ({docs}); Ctrl-C stops\n"
+        )
         time.sleep(1.0)  # the watcher is set up after the first sync
         write(docs, "b.md", "# B\n\nA second tapir.\n")
         second = _read_json(proc)

@@ -16,6 +16,7 @@ from footnote.evaluation.retrieval import (
     INDEX_DIR,
     METRICS,
     add_eval_command,
+    eval_workspace,
     evaluate_stages,
     load_beir,
     markdown_table,
@@ -91,9 +92,15 @@ def test_rank_documents_uses_best_chunk_and_dedupes() -> None:
 def test_cli_json_end_to_end_and_cached_second_run(
     dataset: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    files_before = sorted(p.relative_to(dataset) for p in dataset.rglob("*"))
     code, out, err = _run_cli(["eval", str(dataset), "--json"], capsys)
     assert code == 0, err
     first = json.loads(out)
+    # The passages and the index live in the user's state folder, not beside the dataset
+    # (which may be a checkout's tests/fixtures/beir_tiny).
+    assert sorted(p.relative_to(dataset) for p in dataset.rglob("*")) == files_before
+    workspace = eval_workspace(dataset)
+    assert first["index"]["path"] == str(workspace / INDEX_DIR)
     assert first["dataset"] == "beir_tiny"
     assert first["queries"] == 4
     assert first["corpus"] == 8
@@ -105,8 +112,8 @@ def test_cli_json_end_to_end_and_cached_second_run(
         assert scores["latency_ms"] >= 0.0
         assert scores["recall@50"] >= scores["recall@10"] >= scores["recall@5"]
     assert first["index"]["embedded_chunks"] == first["index"]["chunks"] > 0
-    assert (dataset / INDEX_DIR / "CURRENT").is_file()
-    mapping = json.loads((dataset / ".footnote-cache" / "sources.json").read_text("utf-8"))
+    assert (workspace / INDEX_DIR / "CURRENT").is_file()
+    mapping = json.loads((workspace / ".footnote-cache" / "sources.json").read_text("utf-8"))
     assert sorted(mapping.values()) == sorted(load_beir(dataset).corpus)
 
     code, out, err = _run_cli(["eval", str(dataset), "--json", "--quiet"], capsys)
@@ -206,8 +213,10 @@ def test_without_the_eval_extra_says_what_to_install(
     argv = ["eval", str(dataset)] + (["--plot", str(tmp_path / "r.png")] if plot else [])
     code, out, err = _run_cli(argv, capsys)
     assert code == 2 and not out
-    assert absent in err and "pip install 'footnote-rag[eval]'" in err
-    assert not (dataset / INDEX_DIR).exists(), "nothing was ingested"
+    assert absent in err and "pip install 'ranx>=0.3.20'" in err
+    assert "footnote-rag's eval extra" in err
+    assert not (eval_workspace(dataset) / INDEX_DIR).exists(), "nothing was ingested"
+    assert not (dataset / INDEX_DIR).exists()
 
 
 def _load_benchmark_module(name: str) -> ModuleType:

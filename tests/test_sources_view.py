@@ -58,6 +58,11 @@ def rows(page: Page) -> list[str]:
     return list(page.driver.execute_script(script))
 
 
+def roots(page: Page) -> list[str]:
+    script = "return [...document.querySelectorAll('#library-roots li')].map(r => r.dataset.source)"
+    return list(page.driver.execute_script(script))
+
+
 def status(page: Page) -> str:
     return page.find("#library-status").text
 
@@ -69,6 +74,7 @@ def test_admin_uploads_adds_removes_and_syncs(admin_server: tuple, tmp_path: Pat
     with chromium(paths) as driver:
         page = Page(driver, url)
         open_sources(page, keys["root"])
+        page.until(lambda: page.find("#who-text").text == "Signed in as root (admin)", "no name")
         assert page.find("#library-admin").is_displayed()
         assert "keys.md" in rows(page)
         page.find("#library-file").send_keys(str(upload))
@@ -83,12 +89,32 @@ def test_admin_uploads_adds_removes_and_syncs(admin_server: tuple, tmp_path: Pat
         assert "loopback, private or link-local" in status(page)
         failures = page.find("#library-failures").text
         assert "http://127.0.0.1:9/private.html" in failures
+        # Remove asks first; Keep leaves the document where it is.
+        assert page.find('button[aria-label="Remove vpn.md"]').get_attribute("class") == (
+            "secondary"
+        )
         page.find('button[aria-label="Remove vpn.md"]').click()
+        confirm = page.visible('[role="group"][aria-label="Remove vpn.md?"]')
+        assert "Remove vpn.md from the index?" in confirm.text
+        confirm.find_element("xpath", ".//button[text()='Keep']").click()
+        assert "vpn.md" in rows(page) and not page.find_all(".confirm-remove")
+        page.find('button[aria-label="Remove vpn.md"]').click()
+        page.visible(".confirm-remove").find_element(
+            "xpath", ".//button[text()='Yes, remove']"
+        ).click()
         page.until(lambda: "vpn.md" not in rows(page), "vpn.md was not removed")
         assert "removed by `footnote remove`" in status(page)
         page.find("#library-sync").click()
         page.until(lambda: status(page).startswith("Done:"), "the sync did not finish")
         assert "0 added" in status(page) and "vpn.md" not in rows(page)
+        # A whole source goes too (the upload's file source here): its documents and itself.
+        (upload_root,) = [r for r in roots(page) if r.endswith("/leave.md")]
+        page.find(f'#library-roots button[aria-label="Remove {upload_root}"]').click()
+        page.visible("#library-roots .confirm-remove").find_element(
+            "xpath", ".//button[text()='Yes, remove']"
+        ).click()
+        page.until(lambda: "leave.md" not in rows(page), "the source's document stayed")
+        assert upload_root not in roots(page) and "keys.md" in rows(page)
         page.screenshot("sources-view-admin")
 
 
@@ -98,6 +124,30 @@ def test_a_reader_sees_only_what_they_may_read(admin_server: tuple) -> None:
         page = Page(driver, url)
         open_sources(page, keys["alice"])
         page.until(lambda: "may read" in status(page), "the reader's listing did not load")
+        assert page.find("#who-text").text == "Signed in as alice"
         assert not page.find("#library-admin").is_displayed()
         assert "keys.md" in rows(page) and "leave.md" not in rows(page)
         assert not page.find_all('button[aria-label^="Remove"]')
+
+
+def test_the_sources_view_fits_a_phone(admin_server: tuple) -> None:
+    """At 390 px each document is a card of labelled lines: nothing scrolls sideways."""
+    url, keys, paths = admin_server
+    with chromium(paths) as driver:
+        driver.execute_cdp_cmd(
+            "Emulation.setDeviceMetricsOverride",
+            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True},
+        )
+        page = Page(driver, url)
+        open_sources(page, keys["root"])
+        assert driver.execute_script("return window.innerWidth") == 390
+        overflow = driver.execute_script(
+            "return document.documentElement.scrollWidth - window.innerWidth"
+        )
+        assert overflow <= 0, f"the Sources view scrolls sideways by {overflow}px at 390 px"
+        label = driver.execute_script(
+            "const td = document.querySelector('#library-rows td');"
+            "return getComputedStyle(td, '::before').content"
+        )
+        assert label == '"Document: "', label
+        page.screenshot("sources-view-phone")

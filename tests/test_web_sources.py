@@ -18,7 +18,7 @@ from footnote.ingest.documents import ParseError
 from footnote.ingest.roots import SourceRoot
 from footnote.ingest.web import FetchRefused, check_address
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, Locate
+from tests.conftest import REPO, Locate, RunCli
 
 PAGES = {
     "index.html": '<html><head><title>Home</title></head><body><main><h1 id="home">Home</h1>'
@@ -89,6 +89,31 @@ def test_crawl_sync_and_conditional_requests(locate: Locate, site: tuple[str, Pa
     changed = corpus.sync(index, allow_private=True)
     assert changed.updated == [f"{host}/a.html"] and changed.deleted == [f"{host}/c.html"]
     assert not search(SearchRequest(query="grass", index_dir=index, k=5, stage="bm25"))
+
+
+def test_allow_private_is_remembered_with_the_source(
+    locate: Locate, site: tuple[str, Path, Path], run_cli: RunCli
+) -> None:
+    """`add --allow-private` is kept with the site: `sources` shows it, a plain `sync`
+    fetches the site the same way, and the skipped pages are listed without --json."""
+    base, root, _ = site
+    index = locate()
+    added = run_cli(
+        "add", base + "/index.html", "--crawl", "--allow-private", "--index", index, "--quiet"
+    )
+    assert added.returncode == 0, added.stderr
+    assert f"  skipped: {base}/private/secret.html: disallowed by robots.txt" in added.stdout
+    assert "  skipped: http://other.invalid/x.html: another host" in added.stdout
+    listed = run_cli("sources", "--index", index)
+    assert "private addresses allowed (--allow-private)" in listed.stdout
+    (root / "b.html").write_text(PAGES["b.html"].replace("warm", "hot"))
+    synced = run_cli("sync", "--index", index, "--quiet")  # no --allow-private this time
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert "loopback" not in synced.stdout
+    assert corpus.sources(index)["sources"][0]["allow_private"] is True
+    # A run may still decide otherwise (the served indexer passes its operator's setting).
+    refused = corpus.sync(index, allow_private=False)
+    assert "loopback, private or link-local" in refused.failed[base + "/index.html"]
 
 
 def test_loopback_is_refused_by_default(locate: Locate, site: tuple[str, Path, Path]) -> None:

@@ -8,6 +8,7 @@ $FOOTNOTE_TEST_ARTIFACTS (default: test-artifacts/ in the repository).
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -410,7 +411,8 @@ def test_sign_in_with_a_key_and_ask(
 
         sign_in(page, keys["alice"])
         page.ready()
-        assert page.find("#who-text").text == "Signed in"
+        # The header names who the server says the key belongs to.
+        page.until(lambda: page.find("#who-text").text == "Signed in as alice", "no name shown")
         turn = page.ask(WORKED_EXAMPLE)
         assert "90 days" in turn.find_element("css selector", ".answer-text").text
         turn.find_element("css selector", "a.cite").click()
@@ -418,7 +420,8 @@ def test_sign_in_with_a_key_and_ask(
 
         page.open()  # the key is kept for this tab's session
         page.ready()
-        assert page.find("#who-text").text == "Signed in"
+        # The header names who the server says the key belongs to.
+        page.until(lambda: page.find("#who-text").text == "Signed in as alice", "no name shown")
         page.screenshot("signed-in")
 
 
@@ -583,3 +586,144 @@ def test_thanks_gets_a_reply_without_a_search(page: Page) -> None:
     assert not [s for s in steps if s.startswith(("Searching", "Retrieved", "Graded"))], steps
     assert "welcome" in turn.find_element("css selector", ".answer-text").text
     assert not turn.find_elements("css selector", "a.cite")
+
+
+# ---------------------------------------------------------------- answers as Markdown
+
+CITED = "https://example.org/rotation"
+
+HOSTILE = """## Rotation <img src=x onerror="window.__pwned = 'img'">
+
+Keys rotate every **90 days** [1], and _old ones_ keep working for a day [1].
+
+- <script>window.__pwned = 'script'</script> stays text
+- [the cited page](https://example.org/rotation), [elsewhere](https://evil.example/x), \
+[script link](javascript:window.__pwned='href') and [2]
+1. Run `rotate --key <b>`
+2. <a href="https://evil.example/">a raw link</a>
+
+| Step | Days <svg onload="window.__pwned='svg'"> |
+|---|---|
+| rotate | 90 |
+
+> quoted <iframe src="https://evil.example/"></iframe>
+
+```html
+<script>window.__pwned = 'fence'</script>
+```
+"""
+
+
+def render_answer(page: Page, text: str) -> dict[str, Any]:
+    """Finish an answer turn with `text` through the page's own code, as a run's final state
+    is shown; return what the answer's DOM holds."""
+    values = {
+        "messages": [{"type": "ai", "content": text}],
+        "citations": [
+            {"n": 1, "source": CITED, "url": CITED, "kind": "web", "text": "Keys rotate."}
+        ],
+    }
+    return page.driver.execute_script(
+        """
+        const turn = addAnswerTurn();
+        finishAnswer(turn, JSON.parse(arguments[0]));
+        const body = turn.querySelector('.answer-text');
+        const all = [...body.querySelectorAll('*')];
+        return {
+          pwned: window.__pwned === undefined ? null : String(window.__pwned),
+          tags: [...new Set(all.map((e) => e.tagName.toLowerCase()))].sort(),
+          handlers: all.flatMap((e) => [...e.attributes].map((a) => a.name))
+            .filter((name) => name.startsWith('on')),
+          links: [...body.querySelectorAll('a')].map((a) => a.getAttribute('href')),
+          text: body.innerText,
+          code: body.querySelector('pre code') ? body.querySelector('pre code').textContent : '',
+          heading: body.querySelector('h4') ? body.querySelector('h4').textContent : '',
+          cells: [...body.querySelectorAll('th, td')].map((c) => c.textContent),
+          items: [...body.querySelectorAll('li')].map((li) => li.textContent),
+        };
+        """,
+        json.dumps(values),
+    )
+
+
+def test_hostile_markdown_runs_nothing_and_links_only_to_cited_sources(page: Page) -> None:
+    page.open()
+    page.ready()
+    shown = render_answer(page, HOSTILE)
+    page.until(lambda: page.driver.execute_script("return window.__pwned") is None, "ran")
+    assert shown["pwned"] is None, shown["pwned"]
+    assert not {"script", "img", "iframe", "svg", "style", "object", "embed"} & set(shown["tags"])
+    assert shown["handlers"] == []
+    # The cited source is a link; the citation marker [1] is the page's own link; [2] names
+    # no source and stays text; every other address is text only.
+    assert sorted(shown["links"]) == sorted([CITED, "#source-1-1", "#source-1-1"]), shown
+    assert "<script>window.__pwned = 'script'</script> stays text" in shown["text"]
+    assert '<a href="https://evil.example/">a raw link</a>' in shown["text"]
+    assert "elsewhere" in shown["text"] and "evil.example/x" not in shown["text"]
+    assert "[2]" in shown["text"]
+    # The subset renders.
+    assert {"h4", "strong", "em", "ul", "ol", "li", "code", "pre", "table", "blockquote"} <= set(
+        shown["tags"]
+    )
+    assert shown["heading"].startswith("Rotation <img src=x")
+    assert shown["code"] == "<script>window.__pwned = 'fence'</script>"
+    assert shown["cells"][:2] == ["Step", "Days <svg onload=\"window.__pwned='svg'\">"]
+    assert shown["items"][2] == "Run rotate --key <b>"
+    page.driver.execute_script("document.querySelector('.turn.answer').scrollIntoView()")
+    path = page.screenshot("answer-markdown")
+    assert path.is_file() and path.parent == ARTIFACTS
+
+
+def test_a_plain_answer_reads_as_before(page: Page) -> None:
+    page.open()
+    page.ready()
+    shown = render_answer(page, "First paragraph [1].\n\nSecond paragraph.")
+    assert shown["tags"] == ["a", "p"] and shown["links"] == ["#source-1-1"]
+    assert shown["text"].split("\n\n") == ["First paragraph [1].", "Second paragraph."]
+
+
+def test_a_conversation_can_be_renamed_and_deleted(page: Page) -> None:
+    """Rename (Save) and Delete (after "Yes, delete") act on the server's thread: a fresh
+    load shows the new name, and a deleted conversation is gone from the list and the URL."""
+    from selenium.webdriver.common.keys import Keys
+
+    page.open()
+    page.ready()
+    page.find("#new-thread").click()
+    page.ask(WORKED_EXAMPLE)
+    page.until(lambda: "#thread=" in page.driver.current_url, "no thread in the URL")
+    thread_id = page.driver.current_url.split("#thread=", 1)[1]
+    item = f'#thread-list li:has(a[data-thread-id="{thread_id}"])'
+
+    page.find(f'{item} button[aria-label^="Rename"]').click()
+    field = page.visible(f"{item} .thread-rename input")
+    field.send_keys(Keys.CONTROL, "a")
+    field.send_keys("Key rotation notes", Keys.ENTER)
+    page.until(
+        lambda: page.find(f'a[data-thread-id="{thread_id}"]').text == "Key rotation notes",
+        "the new name is not listed",
+    )
+    page.open()  # the name is the server's, not the page's
+    page.ready()
+    page.until(
+        lambda: (
+            page.find_all(f'a[data-thread-id="{thread_id}"]')
+            and page.find(f'a[data-thread-id="{thread_id}"]').text == "Key rotation notes"
+        ),
+        "the name did not survive a reload",
+    )
+
+    page.find(f'{item} button[aria-label^="Delete"]').click()
+    confirm = page.visible(f'{item} [role="group"]')
+    assert "Delete this conversation?" in confirm.text
+    confirm.find_element("xpath", ".//button[text()='Keep']").click()
+    assert page.find_all(f'a[data-thread-id="{thread_id}"]'), "Keep deleted it"
+    page.find(f'a[data-thread-id="{thread_id}"]').click()
+    page.until(lambda: page.find_all(".turn.answer"), "the conversation did not open")
+    page.find(f'{item} button[aria-label^="Delete"]').click()
+    page.visible(f"{item} .confirm-remove").find_element(
+        "xpath", ".//button[text()='Yes, delete']"
+    ).click()
+    page.until(lambda: not page.find_all(f'a[data-thread-id="{thread_id}"]'), "still listed")
+    assert "#thread=" not in page.driver.current_url and not page.find_all(".turn.answer")
+    page.screenshot("thread-deleted")

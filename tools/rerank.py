@@ -87,9 +87,10 @@ def crossencoder_reranker(path: str) -> Reranker:
     try:
         from sentence_transformers import CrossEncoder
     except ImportError as exc:  # the extra is optional
+        from footnote.models.providers import install_hint
+
         raise RerankerError(
-            "the crossencoder reranker needs sentence-transformers: "
-            "pip install 'footnote-rag[crossencoder]'"
+            f"the crossencoder reranker needs sentence-transformers: {install_hint('crossencoder')}"
         ) from exc
     if not Path(path).is_dir():
         raise RerankerError(f"no cross-encoder model folder at {path!r} (crossencoder:PATH)")

@@ -55,11 +55,21 @@ def cmd_ask(args: argparse.Namespace) -> int:
         web_search=args.web,
         **{name: value for name, value in given.items() if value is not None},
     )
-    graph = make_graph()
+    conversation = None
+    if getattr(args, "thread", None):
+        from footnote.cli.chat import Conversation, ThreadProblem
+
+        try:
+            conversation = Conversation(args.index, args.thread)
+        except ThreadProblem as exc:
+            print(f"footnote: {exc}", file=sys.stderr)
+            return 2
+    graph = conversation.graph if conversation else make_graph()
     request = InputState(messages=[HumanMessage(args.question)])
     config: RunnableConfig = {
         "run_name": "footnote ask",
         "metadata": {"index": args.index, "model": args.model or "offline"},
+        **(conversation.config if conversation else {}),
     }
     streaming = sys.stdout.isatty() and not args.json
     final: dict[str, Any] = {}
@@ -84,14 +94,18 @@ def cmd_ask(args: argparse.Namespace) -> int:
                     print(chunk.content, end="", flush=True)
                     printed_answer = True
     except IndexError_ as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {redact(str(exc))}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     except Exception as exc:
         failure = describe_failure(exc)
         if failure is None:
             raise
         print(f"\nfootnote: the chat model failed: {failure}", file=sys.stderr)
         return 3
+    if conversation:
+        conversation.save()
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
     if args.json:
@@ -118,6 +132,41 @@ def cmd_ask(args: argparse.Namespace) -> int:
     for notice in final.get("footnote_notices", []):
         print(f"note: {notice}", file=sys.stderr)
     return 0
+
+
+def cmd_chat(args: argparse.Namespace) -> int:
+    """Ask each line read from stdin in one thread, until end of input (Ctrl-D)."""
+    if args.forget:
+        return cmd_forget(args)
+    prompt = sys.stdin.isatty()
+    if prompt:
+        print(
+            f"footnote chat: thread {args.thread!r} on {args.index}; Ctrl-D ends, "
+            f"`footnote chat --thread {args.thread} --forget` deletes it",
+            file=sys.stderr,
+        )
+    status = 0
+    while True:
+        if prompt:
+            print("> ", end="", file=sys.stderr, flush=True)
+        line = sys.stdin.readline()
+        if not line:
+            return status
+        question = line.strip()
+        if not question:
+            continue
+        status = cmd_ask(argparse.Namespace(**{**vars(args), "question": question}))
+        print(flush=True)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    from footnote.cli.chat import forget
+
+    if forget(args.index, args.thread):
+        print(f"footnote: thread {args.thread!r} forgotten")
+        return 0
+    print(f"footnote: no thread {args.thread!r} for {args.index}", file=sys.stderr)
+    return 1
 
 
 def _describe(event: dict[str, Any]) -> str:
@@ -170,9 +219,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
         "langgraph"
     ):
+        from footnote.models.providers import install_hint
+
         print(
-            "footnote: serve needs the LangGraph server (langgraph-cli[inmem]), from the serve "
-            "extra: pip install 'footnote-rag[serve]'",
+            f"footnote: serve needs the LangGraph server: {install_hint('serve')}",
             file=sys.stderr,
         )
         return 2
@@ -243,9 +293,6 @@ def serve_log(given: str, port: int) -> Path:
 
 
 def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
-    from footnote.graph.context import Context  # light: no graph, no models
-
-    defaults = Context()
     p = sub.add_parser(
         "ask",
         help="answer a question from the index, with numbered citations",
@@ -255,6 +302,37 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         ),
     )
     p.add_argument("question")
+    p.add_argument(
+        "--thread",
+        default="",
+        metavar="NAME",
+        help="continue this conversation (kept in the state folder, as `footnote chat`): a "
+        "follow-up is read in the light of the earlier questions",
+    )
+    add_answer_options(p, default_index)
+    p.set_defaults(func=cmd_ask)
+
+    p = sub.add_parser(
+        "chat",
+        help="hold a conversation: each line read is a question, follow-ups understood",
+        description="Ask each line read from standard input in one thread, until end of input "
+        "(Ctrl-D). The thread's history is kept owner-only in the user's state folder "
+        "(~/.local/state/footnote/chats, or $FOOTNOTE_STATE_DIR), one folder per index, so a "
+        "later `footnote chat` or `footnote ask --thread NAME` continues it.",
+    )
+    p.add_argument("--thread", default="default", metavar="NAME", help="(default: %(default)s)")
+    p.add_argument("--forget", action="store_true", help="delete the thread's history and stop")
+    add_answer_options(p, default_index)
+    p.set_defaults(func=cmd_chat)
+
+    add_serve_command(sub, default_index)
+
+
+def add_answer_options(p: argparse.ArgumentParser, default_index: Callable[[], str]) -> None:
+    """What `ask` and `chat` both take: the index, the models, and the graph's settings."""
+    from footnote.graph.context import Context  # light: no graph, no models
+
+    defaults = Context()
     p.add_argument(
         "--index", default=default_index(), help="index directory (default: %(default)s)"
     )
@@ -326,8 +404,9 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     )
     p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
-    p.set_defaults(func=cmd_ask)
 
+
+def add_serve_command(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
     p = sub.add_parser(
         "serve",
         help="run the LangGraph server (API, chat page at /ui, Studio) for the answer graph",

@@ -45,6 +45,20 @@ class ProgressPrinter:
             print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
 
 
+def skipped_lines(skipped: dict[str, str]) -> list[str]:
+    """Each skipped path with its reason; files of an unsupported type are counted per type
+    rather than listed (`--json` lists every one), since a docs folder may hold thousands."""
+    lines: list[str] = []
+    by_type: dict[str, int] = {}
+    for path, reason in sorted(skipped.items()):
+        if reason.startswith("unsupported file type"):
+            by_type[reason] = by_type.get(reason, 0) + 1
+        else:
+            lines.append(f"{path}: {reason}")
+    lines.extend(f"{count} file(s): {reason}" for reason, count in sorted(by_type.items()))
+    return lines
+
+
 def format_location(item: dict[str, Any]) -> str:
     """Where a chunk sits: source, section, page, lines and link, as far as they are known."""
     parts = [item["source"]]

@@ -27,6 +27,11 @@ EXAMPLES = {
   footnote ask "..." --model openai:smollm2 --base-url http://127.0.0.1:8080/v1
   footnote ask "..." --json --quiet --reranker sentence
   footnote ask "Who is on call?" --groups engineering --strict-groups   # engineering only""",
+    "chat": """\
+  footnote chat --index .footnote/handbook                 # then type; Ctrl-D ends
+  footnote ask "How often do I have to change my API key?" --thread keys
+  footnote ask "and what happens to the old one?" --thread keys   # a follow-up
+  footnote chat --thread keys --forget""",
     "serve": """\
   footnote serve --index .footnote/handbook        # chat page at http://127.0.0.1:2024/ui
   footnote serve --port 8123 --verbose             # the server's own log on this terminal
@@ -71,6 +76,13 @@ def finish(parser: argparse.ArgumentParser) -> None:
             )
 
 
+def index_status(exc: BaseException) -> int:
+    """The exit status for an index problem: 3 when its server could not be reached, else 2."""
+    from footnote.store.types import IndexUnreachable
+
+    return 3 if isinstance(exc, IndexUnreachable) else 2
+
+
 def report(exc: BaseException) -> int:
     """Print one line for `exc` on stderr and return the exit status."""
     from footnote.models.providers import (
@@ -85,7 +97,7 @@ def report(exc: BaseException) -> int:
     if isinstance(exc, ProviderUnreachable):
         message, status = str(exc), 3
     elif isinstance(exc, ProviderProblem | IndexError_):
-        message, status = str(exc), 2
+        message, status = str(exc), index_status(exc)
     elif unreachable is not None:
         message, status = f"a provider failed: {unreachable}", 3
     else:

@@ -51,7 +51,8 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
             p.add_argument(
                 "--allow-private",
                 action="store_true",
-                help="let URL sources reach loopback, private and link-local addresses",
+                help="let URL sources reach loopback, private and link-local addresses "
+                "(remembered with a source `add` adds; `sources` shows it)",
             )
             p.add_argument("--quiet", action="store_true", help="no progress output")
             p.add_argument(
@@ -112,7 +113,8 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
         help="remove documents (by name or glob) or whole sources from the index",
         description="Remove documents and their chunks. SOURCE is a document name, a glob "
         "on names, or a source's path or URL (the source is then forgotten). A document "
-        "removed from a folder that stays is excluded from later syncs.",
+        "removed from a folder that stays is excluded from later syncs. Exit status 1 when "
+        "a SOURCE_OR_GLOB matched nothing (it is named; the others are still removed).",
         epilog=EXAMPLES,
         formatter_class=fmt,
     )
@@ -153,7 +155,8 @@ def _options(args: argparse.Namespace) -> dict[str, Any]:
         "max_bytes": args.max_bytes,
         "max_chunks": args.max_chunks,
         "max_seconds": args.max_seconds,
-        "allow_private": args.allow_private,
+        # Not given: each URL source's remembered setting (`add --allow-private`) decides.
+        "allow_private": True if args.allow_private else None,
         "progress": ProgressPrinter(args.quiet),
         "rebuild": args.rebuild,
     }
@@ -165,8 +168,10 @@ def _report(args: argparse.Namespace, run: Callable[[], Any]) -> int:
     try:
         summary = run()
     except (IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {exc}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     print_summary(summary, args.index, as_json=args.json)
     return 1 if summary.failed or summary.restricted else 0
 
@@ -194,6 +199,10 @@ def print_summary(summary: Any, index: str, *, as_json: bool) -> None:
         print(f"  failed: {error['source']}: {error['error']}")
     for item in result["restrictions"]:
         print(f"  admins only: {item['source']}: {item['reason']}")
+    from footnote.cli.console import skipped_lines
+
+    for line in skipped_lines(summary.skipped):  # crawl pages not taken, with the reason
+        print(f"  skipped: {line}")
     sys.stdout.flush()
 
 
@@ -223,9 +232,23 @@ def cmd_add(args: argparse.Namespace) -> int:
 
 
 def cmd_remove(args: argparse.Namespace) -> int:
+    """Like `rm`: what matched is removed; a pattern that matched nothing is named on stderr
+    and makes the exit status 1."""
     from footnote.ingest import corpus
+    from footnote.store.postgres import redact
 
-    return _report(args, lambda: corpus.remove(args.index, args.patterns, **_options(args)))
+    missing = corpus.unmatched(args.index, args.patterns)
+    found = [p for p in args.patterns if p not in missing]
+    for pattern in missing:
+        print(
+            f"footnote: nothing in {redact(args.index)} matches {pattern!r} "
+            "(`footnote sources` lists its documents and sources)",
+            file=sys.stderr,
+        )
+    if not found:
+        return 1
+    status = _report(args, lambda: corpus.remove(args.index, found, **_options(args)))
+    return status or (1 if missing else 0)
 
 
 def cmd_sources(args: argparse.Namespace) -> int:
@@ -236,6 +259,10 @@ def cmd_sources(args: argparse.Namespace) -> int:
         print(json.dumps(listing, indent=2))
         return 0
     print(f"{args.index}: {len(listing['sources'])} sources, {len(listing['documents'])} documents")
+    under: dict[str | None, list[dict[str, Any]]] = {}
+    for doc in listing["documents"]:
+        under.setdefault(doc["root"], []).append(doc)
+    known = {root["id"] for root in listing["sources"]}
     for root in listing["sources"]:
         extra = ", ".join(
             f"{k} {', '.join(v)}"
@@ -246,20 +273,31 @@ def cmd_sources(args: argparse.Namespace) -> int:
             )
             if v
         )
+        if root.get("allow_private"):
+            extra += (", " if extra else "") + "private addresses allowed (--allow-private)"
         extra = f", {extra}" if extra else ""
         print(f"  {root['kind']} {root['id']} ({root['documents']} documents{extra})")
-    for doc in listing["documents"]:
-        access = ",".join(doc["access"] or []) or "admins only"
-        line = (
-            f"    {doc['source']}: {doc['chunks']} chunks, {doc['size']} bytes, "
-            f"ingested {doc['ingested_at'] or 'before sources were recorded'}, access {access}"
-        )
-        if doc["restricted"]:
-            line += f" (admins only: {doc['restricted']})"
-        print(line)
+        for doc in under.get(root["id"], []):
+            print(_document_line(doc))
+    orphans = [doc for root, docs in under.items() if root not in known for doc in docs]
+    if orphans:
+        print("  documents of no recorded source (indexed before sources were remembered)")
+        for doc in orphans:
+            print(_document_line(doc))
     for failure in listing["failures"]:
         print(f"  failed: {failure['source']}: {failure['reason']}")
     return 0
+
+
+def _document_line(doc: dict[str, Any]) -> str:
+    access = ",".join(doc["access"] or []) or "admins only"
+    line = (
+        f"    {doc['source']}: {doc['chunks']} chunks, {doc['size']} bytes, "
+        f"ingested {doc['ingested_at'] or 'before sources were recorded'}, access {access}"
+    )
+    if doc["restricted"]:
+        line += f" (admins only: {doc['restricted']})"
+    return line
 
 
 def cmd_sync(args: argparse.Namespace) -> int:
@@ -269,13 +307,24 @@ def cmd_sync(args: argparse.Namespace) -> int:
     status = _report(args, lambda: corpus.sync(args.index, **_options(args)))
     if not args.watch or status == 2:
         return status
-    watching = {**_options(args), "rebuild": False}  # rebuilt once at most, by the first sync
+
+    def watching(paths: list[str]) -> None:
+        print(
+            f"footnote: watching {len(paths)} source(s) for changes ({', '.join(paths)}); "
+            "Ctrl-C stops",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    options = {**_options(args), "rebuild": False}  # rebuilt once at most, by the first sync
     try:
-        for summary in corpus.watch(args.index, debounce=args.debounce, **watching):
+        for summary in corpus.watch(
+            args.index, debounce=args.debounce, on_start=watching, **options
+        ):
             print_summary(summary, args.index, as_json=args.json)
     except KeyboardInterrupt:
         return 0
-    except IndexError_ as exc:  # damaged while watched: refused, and the watch ends
+    except (IndexError_, ValueError) as exc:  # damaged while watched: refused, the watch ends
         print(f"footnote: {exc}", file=sys.stderr)
         return 2
     return status

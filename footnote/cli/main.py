@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from footnote.cli.console import add_reranker_options
+from footnote.cli.console import add_reranker_options, skipped_lines
 from footnote.store.backends import default_index
 from footnote.store.postgres import redact
 
@@ -49,11 +49,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             progress=ProgressPrinter(args.quiet),  # stderr, so --json output stays clean
         )
     except IndexError_ as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {redact(str(exc))}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     result = summary.to_dict()
+    found_nothing = not (
+        summary.added or summary.updated or summary.unchanged or summary.deleted or summary.failed
+    )
     if args.json:
         print(json.dumps(result, indent=2))
+    elif found_nothing:
+        print(f"footnote: no documents to index in {', '.join(args.paths)}", file=sys.stderr)
+        for line in skipped_lines(summary.skipped):
+            print(f"  skipped: {line}", file=sys.stderr)
     elif not args.quiet or summary.failed or summary.restricted:
         print(
             f"{redact(args.index)}: {result['added']} added, {result['updated']} updated, "
@@ -68,21 +77,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         if not args.quiet:
             for line in skipped_lines(summary.skipped):
                 print(f"  skipped: {line}")
-    return 1 if summary.failed or summary.restricted else 0
-
-
-def skipped_lines(skipped: dict[str, str]) -> list[str]:
-    """Each skipped path with its reason; files of an unsupported type are counted per type
-    rather than listed (`--json` lists every one), since a docs folder may hold thousands."""
-    lines: list[str] = []
-    by_type: dict[str, int] = {}
-    for path, reason in sorted(skipped.items()):
-        if reason.startswith("unsupported file type"):
-            by_type[reason] = by_type.get(reason, 0) + 1
-        else:
-            lines.append(f"{path}: {reason}")
-    lines.extend(f"{count} file(s): {reason}" for reason, count in sorted(by_type.items()))
-    return lines
+    return 1 if summary.failed or summary.restricted or found_nothing else 0
 
 
 def cmd_search(args: argparse.Namespace) -> int:
@@ -111,8 +106,10 @@ def cmd_search(args: argparse.Namespace) -> int:
         from footnote.store.types import IndexError_
 
         if isinstance(exc, IndexError_ | ValueError) and not isinstance(exc, ProviderUnreachable):
+            from footnote.cli.conventions import index_status
+
             print(f"footnote: {redact(str(exc))}", file=sys.stderr)
-            return 2
+            return index_status(exc)
         raise
     items = [{"id": h.chunk.id, "score": round(h.score, 6), **_chunk_fields(h.chunk)} for h in hits]
     if args.json:
@@ -153,7 +150,8 @@ def build_parser() -> argparse.ArgumentParser:
             "files are re-embedded, unchanged ones reused, files gone from a PATH removed; "
             "documents other sources gave are never touched. Symlinks, special files and "
             "dotfiles are skipped with a reason. Exit status 1 when some files failed or "
-            "could be given to admins only (malformed front matter)."
+            "could be given to admins only (malformed front matter), or when the paths hold "
+            "no document at all."
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
@@ -187,7 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--max-seconds",
         type=float,
         default=300.0,
-        help="per file: stop parsing and chunking after this long (0: no limit)",
+        help="per file: parse, chunk and embed within this (0: no limit)",
     )
     p.add_argument(
         "--follow-symlinks",

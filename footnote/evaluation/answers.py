@@ -29,6 +29,7 @@ from footnote.cli.console import ProgressPrinter
 from footnote.evaluation.retrieval import (
     EVAL_MARKER,
     PreparedIndex,
+    eval_workspace,
     passage_filename,
     prepare_index,
 )
@@ -82,7 +83,8 @@ def heldout_index(dataset_dir: str | Path, prepared: PreparedIndex, split: Split
         raise ValueError("--answers needs a directory index (it copies it to hold passages out)")
     root = Path(dataset_dir)
     tag = f"heldout-s{split.seed}-p{round(split.share * 100)}"
-    target = root / f".footnote-index-{tag}"
+    full = Path(prepared.index_dir)
+    target = full.parent / f"{full.name}-{tag}"  # beside the dataset's own index
     stamp = {
         "dataset": str(root.resolve()),
         "copied_from": current_version(Path(prepared.index_dir)),
@@ -143,12 +145,14 @@ def evaluate_answers(
     limit: int | None = None,
     keep_k: int = 4,
     progress: Callable[[str, int, int], None] | None = None,
+    workspace: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run every question of the split through the graph and score the outcomes.
+    """Run every question of the split through the graph and score the outcomes (the
+    passages and indexes under `workspace`, see `prepare_index`).
 
     `limit` keeps the first N answerable and the first N unanswerable questions (quick runs).
     """
-    prepared = prepare_index(dataset_dir)
+    prepared = prepare_index(dataset_dir, workspace=workspace)
     split = split_questions(prepared.dataset.qrels, share, seed)
     index_dir = heldout_index(dataset_dir, prepared, split)
     answer = answerer or graph_answerer(context)
@@ -258,10 +262,13 @@ def cmd_answers(args: argparse.Namespace) -> int:
             context=context,
             limit=args.limit_queries,
             progress=ProgressPrinter(quiet=args.quiet),
+            workspace=eval_workspace(args.dataset),
         )
     except (FileNotFoundError, IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {exc}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     if args.json:
         print(json.dumps(result, indent=2))
     else:

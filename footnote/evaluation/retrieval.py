@@ -189,22 +189,37 @@ def _forget_other_roots(index: str | Path, docs_dir: Path) -> None:
         remove(index, others)
 
 
+def eval_workspace(dataset_dir: str | Path) -> Path:
+    """Where `footnote eval` keeps a dataset's passages and index: one folder per dataset path
+    in the user's state folder, so evaluating a dataset that lives in a checkout
+    (tests/fixtures/beir_tiny) writes nothing into the checkout."""
+    from footnote.models.embedding_choice import state_dir
+
+    root = Path(dataset_dir).resolve()
+    digest = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:12]
+    return state_dir() / "eval" / f"{root.name}-{digest}"
+
+
 def prepare_index(
     dataset_dir: str | Path,
     index_dir: str | Path | None = None,
     *,
     progress: Progress | None = None,
+    workspace: str | Path | None = None,
 ) -> PreparedIndex:
-    """Load the dataset and bring its index up to date (a no-op re-hash when nothing changed)."""
+    """Load the dataset and bring its index up to date (a no-op re-hash when nothing changed).
+
+    The passages and the index go under `workspace` (default: the dataset folder itself)."""
     root = Path(dataset_dir)
     dataset = load_beir(root)
-    target: str | Path = root / INDEX_DIR
+    work = Path(workspace) if workspace else root
+    target: str | Path = work / INDEX_DIR
     if index_dir:
         target = str(index_dir) if is_postgres(index_dir) else Path(index_dir)
     _check_owned(target, root, {passage_filename(doc_id) for doc_id in dataset.corpus})
-    docs_dir = root / CACHE_DIR / "docs"
+    docs_dir = work / CACHE_DIR / "docs"
     source_to_id = write_passages(dataset, docs_dir)
-    (root / CACHE_DIR / "sources.json").write_text(
+    (work / CACHE_DIR / "sources.json").write_text(
         json.dumps(source_to_id, indent=1, sort_keys=True, ensure_ascii=False) + "\n", "utf-8"
     )
     from footnote.ingest.pipeline import ingest
@@ -283,8 +298,10 @@ def evaluate_stages(
     progress: bool = True,
     reranker: str = "none",
     chat_model: Any = None,
+    workspace: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Ingest (cached), run every stage on every query, score with ranx.
+    """Ingest (cached; under `workspace`, see `prepare_index`), run every stage on every
+    query, score with ranx.
 
     `stages` names what to measure (default: all of `tools.retrieval.STAGES`, then any extra
     `runners`); a name found in `runners` uses that callable, any other must be a built-in
@@ -293,7 +310,7 @@ def evaluate_stages(
     """
     report = ProgressPrinter(quiet=not progress)
     if prepared is None:
-        prepared = prepare_index(dataset_dir, index_dir, progress=report)
+        prepared = prepare_index(dataset_dir, index_dir, progress=report, workspace=workspace)
     runners = dict(runners or {})
     names = list(stages) if stages else [*STAGES, *(n for n in runners if n not in STAGES)]
     builtin = [n for n in names if n not in runners]
@@ -411,9 +428,6 @@ def _same_index(a: str, b: str) -> bool:
     return Path(a).resolve() == Path(b).resolve()
 
 
-EVAL_EXTRA = "pip install 'footnote-rag[eval]'"
-
-
 def missing_eval_modules(plot: bool) -> list[str]:
     """What `footnote eval` needs beyond the base install: ranx, and matplotlib for --plot."""
     needed = ["ranx", "matplotlib"] if plot else ["ranx"]
@@ -431,12 +445,15 @@ def cmd_eval(args: argparse.Namespace) -> int:
         return code
     missing = missing_eval_modules(plot=bool(args.plot))
     if missing:
+        from footnote.models.providers import install_hint
+
         print(
-            f"footnote: eval needs {' and '.join(missing)}, from the eval extra: {EVAL_EXTRA}",
+            f"footnote: eval needs {' and '.join(missing)}: {install_hint('eval')}",
             file=sys.stderr,
         )
         return 2
-    index = args.index or str(Path(args.dataset) / INDEX_DIR)
+    workspace = eval_workspace(args.dataset)
+    index = args.index or str(workspace / INDEX_DIR)
     if args.default_index and _same_index(index, args.default_index):
         print(
             f"footnote: refusing to evaluate into the default index {index}: ingest would "
@@ -454,10 +471,13 @@ def cmd_eval(args: argparse.Namespace) -> int:
             progress=not args.quiet,
             reranker=args.reranker,
             chat_model=reranker_model(args),
+            workspace=workspace,
         )
     except (FileNotFoundError, IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
         print(f"footnote: {exc}", file=sys.stderr)
-        return 2
+        return index_status(exc)
     if result["index"]["failed"]:
         print(
             f"footnote: {result['index']['failed']} passages could not be indexed "
@@ -490,7 +510,10 @@ def add_eval_command(
         help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv",
     )
     p.add_argument(
-        "--index", default=None, help=f"index directory (default: DATASET_DIR/{INDEX_DIR})"
+        "--index",
+        default=None,
+        help="index directory (default: eval/DATASET-HASH/ in ~/.local/state/footnote or "
+        "$FOOTNOTE_STATE_DIR, beside the passages)",
     )
     p.add_argument(
         "--stages",

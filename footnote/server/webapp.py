@@ -36,6 +36,7 @@ _ASSETS = {
     # Declared by the page, so browsers ask for no /favicon.ico (a 404 per page load).
     "favicon.svg": "image/svg+xml",
     "parts.js": "text/javascript; charset=utf-8",
+    "markdown.js": "text/javascript; charset=utf-8",
     "parts.css": "text/css; charset=utf-8",
 }
 _SECURITY_HEADERS = {

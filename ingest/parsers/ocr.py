@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.models.providers import install_hint
 
 IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".tif", ".tiff", ".bmp", ".gif", ".webp"})
 MAX_PIXELS = 50_000_000
@@ -109,6 +110,6 @@ def _pillow() -> Any:
         from PIL import Image
     except ImportError as exc:
         raise ParseError(
-            "reading text in images needs Pillow: pip install 'footnote-rag[ocr]'"
+            f"reading text in images needs Pillow: {install_hint('ocr')}"
         ) from exc
     return Image

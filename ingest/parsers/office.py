@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.models.providers import install_hint
 from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
 
 DOCX_SUFFIXES = frozenset({".docx"})
@@ -23,7 +24,7 @@ def _require(module: str) -> Any:
         return __import__(module)
     except ImportError as exc:
         raise ParseError(
-            f"reading this format needs {module}: pip install 'footnote-rag[office]'"
+            f"reading this format needs {module}: {install_hint('office')}"
         ) from exc
 
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
+from footnote.models.providers import install_hint
 from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
 from footnote.ingest.parsers.common import decode_text
 
@@ -74,7 +75,7 @@ def parse_xlsx(data: bytes, path: Path, source: str) -> ParsedDocument:
         from openpyxl.utils import get_column_letter
     except ImportError as exc:
         raise ParseError(
-            "reading this format needs openpyxl: pip install 'footnote-rag[office]'"
+            f"reading this format needs openpyxl: {install_hint('office')}"
         ) from exc
     refuse_xml_declarations(open_zip(data, ".xlsx"), ".xlsx")
     try:

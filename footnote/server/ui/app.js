@@ -201,6 +201,18 @@ function signOut(message) {
   showSignIn(message);
 }
 
+/** The header names who the server says the key belongs to (not what the page was told). */
+async function showWho() {
+  try {
+    const me = await api("/feedback/me");
+    if (me && typeof me.user === "string" && state.token) {
+      $("who-text").textContent = `Signed in as ${me.user}${me.admin ? " (admin)" : ""}`;
+    }
+  } catch {
+    // The header keeps "Signed in": the page works without the name.
+  }
+}
+
 async function enter() {
   $("sign-in").hidden = true;
   $("app").hidden = false;
@@ -209,6 +221,7 @@ async function enter() {
     ? "Signed in"
     : "Anonymous: this server does not ask for a key";
   $("sign-out").hidden = !state.token;
+  if (state.token) showWho();
   await refreshThreads();
   await openFromLocation();
   $("question").focus();
@@ -263,10 +276,86 @@ async function refreshThreads() {
     const when = document.createElement("time");
     when.dateTime = thread.updated_at || thread.created_at || "";
     when.textContent = when.dateTime ? new Date(when.dateTime).toLocaleString() : "";
-    item.append(link, when);
+    item.append(link, when, threadControls(item, thread));
     list.append(item);
   }
   $("thread-empty").hidden = threads.length > 0;
+}
+
+function smallButton(text, label, onClick, className = "secondary") {
+  const button = document.createElement("button");
+  button.type = "button";
+  button.className = `${className} small`;
+  button.textContent = text;
+  if (label) button.setAttribute("aria-label", label);
+  button.addEventListener("click", onClick);
+  return button;
+}
+
+/** Rename and Delete for one conversation; both act only after a second step (Save, or
+ * "Yes, delete"), and the server decides whose conversation it is. */
+function threadControls(item, thread) {
+  const title = threadTitle(thread);
+  const box = document.createElement("span");
+  box.className = "thread-controls";
+  const restore = () => box.replaceChildren(rename, remove);
+  const rename = smallButton("Rename", `Rename “${title}”`, () => {
+    const form = document.createElement("form");
+    form.className = "thread-rename";
+    const field = document.createElement("input");
+    field.type = "text";
+    field.maxLength = 200;
+    field.value = title;
+    field.setAttribute("aria-label", "New name");
+    const save = smallButton("Save", null, () => {}, "primary");
+    save.type = "submit";
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault();
+      const name = field.value.trim();
+      if (!name) return;
+      try {
+        await api(`/threads/${encodeURIComponent(thread.thread_id)}`, {
+          method: "PATCH", body: { metadata: { title: name } },
+        });
+        await refreshThreads();
+      } catch (err) {
+        handleError(err);
+      }
+    });
+    form.append(field, save, smallButton("Cancel", null, restore));
+    box.replaceChildren(form);
+    field.focus();
+    field.select();
+  });
+  const remove = smallButton("Delete", `Delete “${title}”`, () => {
+    const question = document.createElement("span");
+    question.className = "confirm-remove";
+    question.setAttribute("role", "group");
+    question.setAttribute("aria-label", `Delete “${title}”?`);
+    const text = document.createElement("span");
+    text.textContent = "Delete this conversation? ";
+    const yes = smallButton("Yes, delete", null, async () => {
+      try {
+        await api(`/threads/${encodeURIComponent(thread.thread_id)}`, { method: "DELETE" });
+        if (state.threadId === thread.thread_id) {
+          clearConversation();
+          history.replaceState(null, "", location.pathname);
+        }
+        await refreshThreads();
+      } catch (err) {
+        handleError(err);
+      }
+    }, "danger");
+    const keep = smallButton("Keep", null, () => {
+      restore();
+      remove.focus();
+    });
+    question.append(text, yes, keep);
+    box.replaceChildren(question);
+    keep.focus();
+  });
+  restore();
+  return box;
 }
 
 function markCurrentThread() {
@@ -525,9 +614,10 @@ function finishAnswer(turn, values) {
     badge.textContent = "Not covered by your documents";
     body.append(badge);
   }
-  for (const paragraph of text.split(/\n{2,}/)) {
-    if (paragraph.trim()) body.append(renderParagraph(paragraph, turn));
-  }
+  body.append(renderMarkdown(text, {
+    cite: (n) => citationLink(turn, n),
+    allowedHref: (href) => citedHref(turn, href),
+  }));
   renderChecks(turn, values);
   if (typeof renderParts === "function") renderParts(turn, values);
   if (citations.length) {
@@ -549,31 +639,33 @@ function finishAnswer(turn, values) {
   }));
 }
 
-function renderParagraph(text, turn) {
-  const p = document.createElement("p");
+/** The link for citation [n] of this answer, or null when the answer has no source n. */
+function citationLink(turn, n) {
   const known = new Set((turn.citations || []).map((c) => Number(c.n)));
-  let last = 0;
-  for (const match of text.matchAll(/\[(\d+)\]/g)) {
-    p.append(document.createTextNode(text.slice(last, match.index)));
-    const n = Number(match[1]);
-    if (known.has(n)) {
-      const link = document.createElement("a");
-      link.className = "cite";
-      link.href = `#source-${turn.dataset.turn}-${n}`;
-      link.textContent = `[${n}]`;
-      link.setAttribute("aria-label", `Source ${n}: show the cited passage`);
-      link.addEventListener("click", (event) => {
-        event.preventDefault();
-        showPassage(turn, n);
-      });
-      p.append(link);
-    } else {
-      p.append(document.createTextNode(match[0]));
-    }
-    last = match.index + match[0].length;
+  if (!known.has(n)) return null;
+  const link = document.createElement("a");
+  link.className = "cite";
+  link.href = `#source-${turn.dataset.turn}-${n}`;
+  link.textContent = `[${n}]`;
+  link.setAttribute("aria-label", `Source ${n}: show the cited passage`);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    showPassage(turn, n);
+  });
+  return link;
+}
+
+/** A Markdown link's address when it is one of this answer's cited sources, else null: an
+ * answer links nowhere its sources do not. */
+function citedHref(turn, href) {
+  const cited = new Set((turn.citations || []).map(sourceHref).filter(Boolean));
+  let url;
+  try {
+    url = new URL(href);
+  } catch {
+    return null;
   }
-  p.append(document.createTextNode(text.slice(last)));
-  return p;
+  return cited.has(url.href) ? url.href : null;
 }
 
 function claimText(claim) {

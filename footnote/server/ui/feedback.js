@@ -178,6 +178,47 @@ function addFeedbackBar(turn, threadId, values) {
 
 // ---------------------------------------------------------------- why this answer
 
+const SEARCH_STRATEGIES = {
+  as_asked: "searched for the question as asked",
+  condensed: "made the follow-up a question of its own",
+  split: "searched for one part of the question",
+  hyde: "also searched with a sketched answer",
+  hop: "searched again for what was missing",
+};
+
+/** A step of the graph's route (`grade_documents:2/8`) in words ("kept 2 of 8 passages"). */
+function describeStep(step) {
+  const [name, ...rest] = step.split(":");
+  const detail = rest.join(":");
+  switch (name) {
+    case "new_question": return "read the question";
+    case "plan_turn": {
+      const [turn, count] = detail.split(":");
+      if (turn !== "search") return "no search needed";
+      const n = Number(count) || 1;
+      return n > 1 ? `planned ${n} parts` : "planned one search";
+    }
+    case "rewrite_query": return SEARCH_STRATEGIES[detail] || `rewrote the search (${detail})`;
+    case "call_retriever": return "searched the documents";
+    case "plan_hop":
+      if (detail === "search") return "planned another search";
+      if (detail === "budget") return "stopped: no searches left";
+      return "had enough passages";
+    case "grade_documents": {
+      const [kept, of] = detail.split("/");
+      return `kept ${kept} of ${of} passages`;
+    }
+    case "web_search":
+      if (detail === "off") return "web search is off";
+      if (detail === "failed") return "web search failed";
+      return `found ${detail} web pages`;
+    case "reply": return "replied without a search";
+    case "generate": return "wrote the answer";
+    case "verify_citations": return "checked every citation";
+    default: return step.replace(/[_:]/g, " ");
+  }
+}
+
 function renderWhy(panel, data) {
   const why = data.why || {};
   panel.replaceChildren();
@@ -194,7 +235,9 @@ function renderWhy(panel, data) {
   if (why.standalone_question && why.standalone_question !== why.question) {
     fact("Searched as", why.standalone_question);
   }
-  fact("Route", (why.route || []).join(" → "));
+  const route = Array.isArray(why.route) ? why.route.map(String) : [];
+  fact("Steps", route.map(describeStep).join(" → "));
+  if (route.length) facts.lastElementChild.title = route.join(" → "); // the graph's own names
   if (typeof why.searches === "number") fact("Searches", String(why.searches));
   panel.append(facts);
 
@@ -223,6 +266,7 @@ function renderWhy(panel, data) {
         `at most ${round.keep_k}.`));
     }
     const table = el("table", "why-candidates");
+    const scroll = el("div", "why-scroll"); // a wide table scrolls inside the panel
     const head = el("tr");
     for (const h of ["Passage", "Similarity", "Keywords", "Grade", "Outcome"]) head.append(el("th", null, h));
     table.append(head);
@@ -240,7 +284,8 @@ function renderWhy(panel, data) {
       );
       table.append(row);
     }
-    box.append(table);
+    scroll.append(table);
+    box.append(scroll);
     panel.append(box);
   });
   if (!(why.rounds || []).length) panel.append(el("p", "hint", "No search was recorded."));

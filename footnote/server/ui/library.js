@@ -30,11 +30,49 @@ async function corpusRun(graph, input, onProgress) {
   return final;
 }
 
+const LIBRARY_COLUMNS = ["Document", "Chunks", "Access", "Last ingested", "Notes", "Remove"];
+
 function cell(row, text) {
   const td = document.createElement("td");
   td.textContent = text;
+  // At phone width each row is a card; the label says what the value is (app.css).
+  td.dataset.label = LIBRARY_COLUMNS[row.children.length] || "";
   row.append(td);
   return td;
+}
+
+/** "Remove" asks first: the row's button becomes a question with Remove / Keep. */
+function removeControl(td, source) {
+  const ask = document.createElement("button");
+  ask.type = "button";
+  ask.className = "secondary";
+  ask.textContent = "Remove";
+  ask.setAttribute("aria-label", `Remove ${source}`);
+  ask.addEventListener("click", () => {
+    const question = document.createElement("span");
+    question.className = "confirm-remove";
+    question.setAttribute("role", "group");
+    question.setAttribute("aria-label", `Remove ${source}?`);
+    const text = document.createElement("span");
+    text.textContent = `Remove ${source} from the index? `;
+    const yes = document.createElement("button");
+    yes.type = "button";
+    yes.className = "danger";
+    yes.textContent = "Yes, remove";
+    yes.addEventListener("click", () => manage({ action: "remove", sources: [source] }));
+    const keep = document.createElement("button");
+    keep.type = "button";
+    keep.className = "secondary";
+    keep.textContent = "Keep";
+    keep.addEventListener("click", () => {
+      td.replaceChildren(ask);
+      ask.focus();
+    });
+    question.append(text, yes, keep);
+    td.replaceChildren(question);
+    keep.focus();
+  });
+  td.replaceChildren(ask);
 }
 
 function renderDocuments(documents, failures) {
@@ -51,16 +89,7 @@ function renderDocuments(documents, failures) {
     const problem = doc.failure || doc.restricted;
     const note = cell(row, problem ? (doc.failure ? `failed: ${doc.failure}` : `admins only: ${doc.restricted}`) : "");
     if (problem) note.className = "library-problem";
-    if (library.admin) {
-      const td = document.createElement("td");
-      const button = document.createElement("button");
-      button.type = "button";
-      button.textContent = "Remove";
-      button.setAttribute("aria-label", `Remove ${doc.source}`);
-      button.addEventListener("click", () => manage({ action: "remove", sources: [doc.source] }));
-      td.append(button);
-      row.append(td);
-    }
+    if (library.admin) removeControl(cell(row, ""), doc.source);
     body.append(row);
   }
   const list = $("library-failures");
@@ -72,12 +101,31 @@ function renderDocuments(documents, failures) {
   }
 }
 
+/** An admin's sources (folders, files, URLs, sites), each removable whole: its documents go
+ * and it is forgotten, so a sync does not bring them back. */
+function renderRoots(roots) {
+  const list = $("library-roots");
+  list.replaceChildren();
+  for (const root of roots) {
+    const item = document.createElement("li");
+    item.dataset.source = root.id;
+    const text = document.createElement("span");
+    const count = `${root.documents} document${root.documents === 1 ? "" : "s"}`;
+    text.textContent = `${root.kind} ${root.id} (${count}) `;
+    const control = document.createElement("span");
+    removeControl(control, root.id);
+    item.append(text, control);
+    list.append(item);
+  }
+}
+
 async function refreshLibrary() {
   libraryStatus("Loading…");
   try {
     const listing = await corpusRun("indexer", { action: "sources" });
     library.admin = true;
     renderDocuments(listing.result.documents, listing.result.failures);
+    renderRoots(listing.result.sources || []);
   } catch (err) {
     if (!(err instanceof ApiError && err.status === 403)) throw err;
     library.admin = false;
