@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
-from footnote.models.providers import install_hint
 from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
+from footnote.models.providers import install_hint
 
 DOCX_SUFFIXES = frozenset({".docx"})
 PPTX_SUFFIXES = frozenset({".pptx"})

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
-from footnote.models.providers import install_hint
 from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
 from footnote.ingest.parsers.common import decode_text
+from footnote.models.providers import install_hint
 
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
 XLSX_SUFFIXES = frozenset({".xlsx", ".xlsm"})
