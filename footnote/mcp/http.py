@@ -42,11 +42,17 @@ def _settings() -> ServerSettings:
 
 
 def index_location(name: str) -> str:
-    """The operator's index of that name; ToolRefused for any other name, path or URL."""
+    """The operator's index of that name; ToolRefused, with the reason, for anything else
+    (another name, a path or a URL, even the operator's own)."""
+    settings = _settings()
+    if name in settings.indexes:
+        return settings.indexes[name]
     try:
-        return _settings().index_location(name)
+        settings.index_location(name)
     except ContextRefused as exc:
         raise ToolRefused(exc.message.replace("index_dir", "index")) from None
+    names = ", ".join(sorted(settings.indexes))
+    raise ToolRefused(f"index takes an index name ({names}); paths are not accepted")
 
 
 class ServedAnswerer:
