@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -540,3 +542,43 @@ def test_stdio_serves_the_same_tools_for_the_host_chosen_caller(index: Path) -> 
             )
 
     asyncio.run(run())
+
+
+# --- the README's examples, as a reader would paste them ---------------------------------
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_example(name: str) -> str:
+    """The code block after `<!-- example: NAME -->` in the README."""
+    text = README.read_text(encoding="utf-8")
+    found = re.search(rf"<!-- example: {name} -->\n```\w+\n(.*?)\n```", text, re.S)
+    assert found, f"README has no example {name!r}"
+    return found.group(1)
+
+
+@pytest.mark.parametrize("name", ["mcp-python", "openai-python"])
+def test_readme_python_examples_run_against_a_server(served: Served, name: str) -> None:
+    code = readme_example(name).replace("http://127.0.0.1:2024", served.server.url)
+    code = code.replace('"fn_..."', repr(served.team.secrets["alice"]))
+    ran = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "[1]" in ran.stdout and "keys.md" in ran.stdout, ran.stdout
+
+
+def test_readme_desktop_config_starts_footnote_over_stdio(index: Path) -> None:
+    config = json.loads(readme_example("mcp-desktop"))["mcpServers"]["footnote"]
+    assert config["command"] == "footnote"
+    args = [str(index) if a.endswith(".footnote/handbook") else a for a in config["args"]]
+
+    async def run() -> set[str]:
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "footnote.cli.main", *args]
+        )
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            found = structured(await session.call_tool("search", {"query": ONCALL.questions[0]}))
+            assert found["results"][0]["source"] == "oncall.md"  # --groups engineering
+            return {t.name for t in (await session.list_tools()).tools}
+
+    assert asyncio.run(run()) == READER_TOOLS

@@ -22,6 +22,7 @@ import asyncio
 import glob
 import json
 import logging
+import re
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
@@ -420,7 +421,7 @@ class FootnoteTools:
         return await asyncio.to_thread(self._read, caller, args, location)
 
     def _read(self, caller: Caller, args: FetchArguments, location: str) -> FetchResult:
-        source, _, _ = args.id.partition("#")
+        source = chunk_source(args.id)
         retriever = get_retriever(location, self.embeddings)
         mask = retriever.mask(
             IndexCaller(groups=frozenset(caller.groups), admin=caller.admin),
@@ -474,6 +475,16 @@ class FootnoteTools:
         return ManageResult(
             action="sync", result=await self.answerer.manage(caller, {"action": "sync"}, args.index)
         )
+
+
+_CHUNK_ID = re.compile(r"(?P<source>.+)#[^#]*:\d+")
+"""`source#section-slug:position`; a source (a URL) may hold `#` itself."""
+
+
+def chunk_source(identifier: str) -> str:
+    """The source a chunk id names, or the identifier itself when it names a document."""
+    found = _CHUNK_ID.fullmatch(identifier)
+    return found.group("source") if found else identifier
 
 
 def answer_result(output: Mapping[str, Any]) -> AskResult:
