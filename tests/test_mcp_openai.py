@@ -1,8 +1,8 @@
-"""MCP and the OpenAI-compatible endpoint through a real `langgraph dev` on loopback, and MCP
-over stdio through a real `footnote mcp` subprocess: the official `mcp` client, the `openai`
-client and `langchain-mcp-adapters` in `create_agent`, each seeing only what its caller may
-read (the served leak pattern of tests/served.py: restricted markers, users in different
-groups).
+"""MCP and the OpenAI-compatible endpoint through real servers on loopback, on both runtimes
+(`langgraph dev`, and Aegra on PostgreSQL + Redis), and MCP over stdio through a real
+`footnote mcp` subprocess: the official `mcp` client, the `openai` client and
+`langchain-mcp-adapters` in `create_agent`, each seeing only what its caller may read (the
+served leak pattern of tests/served.py: restricted markers, users in different groups).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import RunningServer, ServerFailed, running_server
+from footnote.server.production import ProductionError, Replica, running_deployment
 from tests.fakes import ScriptedChatModel, tool_call
 from tests.served import (
     PUBLIC_QUESTION,
@@ -52,7 +53,7 @@ ONCALL = RESTRICTED[0]
 
 @dataclass
 class Served:
-    server: RunningServer
+    server: RunningServer | Replica
     team: Team
     index: Path
 
@@ -73,16 +74,29 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
-@pytest.fixture(scope="module")
-def served(index: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
-    directory = tmp_path_factory.mktemp("mcp-server")
+@pytest.fixture(scope="module", params=["dev", "production"])
+def served(
+    request: pytest.FixtureRequest, index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """The dev runtime (`footnote serve`) and the production one (`footnote serve
+    --production`: Aegra on PostgreSQL + Redis), each knowing the team by an API-key file."""
+    directory = tmp_path_factory.mktemp(f"mcp-{request.param}")
     team = api_key_team(directory)
     try:
-        with running_server(
-            index_dir=str(index), log=directory / "server.log", extra_env=team.env
-        ) as server:
-            yield Served(server, team, index)
-    except ServerFailed as exc:
+        if request.param == "production":
+            with running_deployment(
+                index_dir=str(index),
+                workdir=directory / "production",
+                extra_env=team.env,
+                inherit_credentials=False,
+            ) as deployment:
+                yield Served(deployment.replicas[0], team, index)
+        else:
+            with running_server(
+                index_dir=str(index), log=directory / "server.log", extra_env=team.env
+            ) as server:
+                yield Served(server, team, index)
+    except (ServerFailed, ProductionError) as exc:
         pytest.fail(str(exc), pytrace=False)
 
 
