@@ -12,11 +12,14 @@ One part's research (the `research` node runs it once per part):
 
 from __future__ import annotations
 
+from typing import cast
+
 from langchain_core.language_models import BaseChatModel
 from langgraph.constants import TAG_HIDDEN
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Checkpointer
 
 from footnote.graph.context import Context
@@ -93,7 +96,7 @@ def make_graph(
     # The node runs the research graph nested, once per part; having no checkpointer of its
     # own, LangGraph does not find it there by itself. Named, it is drawn inside `research`
     # by get_graph(xray=True) and in Studio, so the loop can be watched.
-    compiled.nodes["research"].subgraphs = [research]
+    compiled.nodes["research"].subgraphs = [cast(PregelProtocol, research)]
     return compiled
 
 

@@ -63,6 +63,8 @@ class ServedAnswerer:
     ) -> dict[str, Any]:
         api = OwnApi(caller.base_url, caller.forward)
         try:
+            if thread_id:  # one of the caller's: a run on any other id could create it
+                await api.get(f"/threads/{thread_id}")
             thread = thread_id or await api.new_thread()
             output = await api.answer(
                 [{"role": "user", "content": question}], index=index, thread_id=thread

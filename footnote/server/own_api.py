@@ -60,12 +60,19 @@ class OwnApi:
         self.base_url = base_url
         self.credentials = dict(credentials)
 
+    async def get(self, path: str, timeout_s: float = 60.0) -> Any:
+        """The JSON the API answers; ApiRefused for an error status."""
+        return await self._call("GET", path, None, timeout_s)
+
     async def post(self, path: str, body: Any, timeout_s: float = RUN_TIMEOUT_S) -> Any:
         """The JSON the API answers; ApiRefused for an error status or a failed run."""
+        return await self._call("POST", path, body, timeout_s)
+
+    async def _call(self, method: str, path: str, body: Any, timeout_s: float) -> Any:
         async with httpx.AsyncClient(
             base_url=self.base_url, headers=self.credentials, timeout=timeout_s, trust_env=False
         ) as client:
-            response = await client.post(path, json=body)
+            response = await client.request(method, path, json=body)
         if response.status_code >= 400:
             raise ApiRefused(response.status_code, _detail(response))
         data = response.json()
