@@ -193,18 +193,13 @@ class AnswerNodes:
         calls = 0
         standalone, strategy = state.question, "as_asked"
         if model is not None and earlier:  # rewriting a follow-up is not planning: always
-            standalone = (
-                self._ask(
-                    model,
-                    prompts.REWRITE_PROMPT.format(
-                        conversation=conversation_text(state.messages[:-1]), question=state.question
-                    ),
-                    "rewrite_query",
-                )
-                .strip()
-                .strip('"')
-                or state.question
-            )
+            standalone = self._ask(
+                model,
+                prompts.REWRITE_PROMPT.format(
+                    conversation=conversation_text(state.messages[:-1]), question=state.question
+                ),
+                "rewrite_query",
+            ).strip().strip('"') or state.question
             strategy, calls = "llm_rewrite", calls + 1
         decided: TurnPlan | None = None
         if model is not None and context.planner == "model":
@@ -623,10 +618,8 @@ class AnswerNodes:
                     documents.append(doc)
                     numbers[doc.id] = len(documents)
         model = self.chat_model(context, "answer")
-        calls_left = (
-            context.max_model_calls_per_turn
-            - state.footnote_model_calls
-            - sum(f["model_calls"] for f in findings.values())
+        calls_left = context.max_model_calls_per_turn - state.footnote_model_calls - sum(
+            f["model_calls"] for f in findings.values()
         )
         answer_calls = 0
         paragraphs: list[str] = []

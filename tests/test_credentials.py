@@ -331,6 +331,7 @@ def test_an_embedded_host_sets_the_caller() -> None:
     assert run_caller(Context(user_groups=[], admin=True)) == (("everyone",), True)
 
 
+
 def test_records_are_owned_per_issuer() -> None:
     """The same name from a key file and from a JWT issuer are two different owners."""
     from footnote.server.credentials import Identity

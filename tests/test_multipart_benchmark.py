@@ -45,13 +45,11 @@ def test_the_coverage_sweep_counts_both_sides() -> None:
     coverage = _load("multipart_coverage")
     rows = {
         # An answerable pair whose second part (gold cited) is far below the first.
-        "two": [
-            {"evidence": [(0.9, 1.0), (0.55, 0.3)], "covered": [True, True], "gold": [True, True]}
-        ],  # fmt: skip
+        "two": [{"evidence": [(0.9, 1.0), (0.55, 0.3)], "covered": [True, True],
+                 "gold": [True, True]}],  # fmt: skip
         # A partial pair: the held-out first part kept a near miss, the other is strong.
-        "partial": [
-            {"evidence": [(0.6, 0.4), (0.95, 1.0)], "covered": [True, True], "gone": 0}
-        ],  # fmt: skip
+        "partial": [{"evidence": [(0.6, 0.4), (0.95, 1.0)], "covered": [True, True],
+                     "gone": 0}],  # fmt: skip
     }
     assert coverage.effect(rows, lambda part, other: False) == {
         "two_abstained": 0, "two_gold_lost": 0, "two_both": 1,

@@ -1,8 +1,8 @@
 """The names of the retrieval stages, in a module light enough for the command line's parser.
 
-bm25 -> keyword scores        dense -> embedding similarity
-hybrid -> fused (RRF)         reranked, prf -> variants measured by `footnote eval`
-pipeline -> what `footnote ask` uses by default
+    bm25 -> keyword scores        dense -> embedding similarity
+    hybrid -> fused (RRF)         reranked, prf -> variants measured by `footnote eval`
+    pipeline -> what `footnote ask` uses by default
 """
 
 from typing import Literal
