@@ -12,11 +12,14 @@ One part's research (the `research` node runs it once per part):
 
 from __future__ import annotations
 
+from typing import cast
+
 from langchain_core.language_models import BaseChatModel
 from langgraph.constants import TAG_HIDDEN
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.prebuilt import ToolNode
+from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Checkpointer
 
 from footnote.graph.context import Context
@@ -75,7 +78,8 @@ def make_graph(
     builder.add_node("new_question", nodes.new_question)
     builder.add_node("plan_turn", nodes.plan_turn)
     builder.add_node("reply", nodes.reply)
-    builder.add_node("research", nodes.research_node(make_research_graph(nodes)))
+    research = make_research_graph(nodes)
+    builder.add_node("research", nodes.research_node(research))
     builder.add_node("generate", nodes.generate)
     builder.add_node("verify_citations", nodes.verify_citations)
 
@@ -88,7 +92,12 @@ def make_graph(
     builder.add_edge("research", "generate")
     builder.add_edge("generate", "verify_citations")
     builder.add_edge("verify_citations", END)
-    return builder.compile(checkpointer=checkpointer, name=name)
+    compiled = builder.compile(checkpointer=checkpointer, name=name)
+    # The node runs the research graph nested, once per part; having no checkpointer of its
+    # own, LangGraph does not find it there by itself. Named, it is drawn inside `research`
+    # by get_graph(xray=True) and in Studio, so the loop can be watched.
+    compiled.nodes["research"].subgraphs = [cast(PregelProtocol, research)]
+    return compiled
 
 
 graph = make_graph()

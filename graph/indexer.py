@@ -203,17 +203,26 @@ def list_readable(state: LibraryState, runtime: Runtime[IndexerContext]) -> dict
     each failure's reason)."""
     user = _served_user()
     admin = user is None or _user_field(user, "admin") is True
-    groups = set(_user_field(user, "groups") or []) if user is not None else set()
+    groups = (_user_field(user, "groups") or []) if user is not None else []
     listing = corpus.sources(_context(runtime).index_dir)
-    keep = []
-    for doc in listing["documents"]:
-        if admin or (doc["access"] and groups & set(doc["access"]) and not doc["restricted"]):
-            keep.append(
-                doc
-                if admin
-                else {k: doc[k] for k in ("source", "chunks", "size", "ingested_at", "access")}
-            )
-    return {"documents": keep}
+    return {"documents": readable_documents(listing, groups, admin=admin)}
+
+
+READER_FIELDS = ("source", "chunks", "size", "ingested_at", "access")
+"""What a reader who is not an admin learns of a document they may read."""
+
+
+def readable_documents(
+    listing: Mapping[str, Any], groups: Any, *, admin: bool
+) -> list[dict[str, Any]]:
+    """The documents of `corpus.sources(...)` a caller in `groups` may read: an admin all of
+    them, with every field; anyone else those shared with one of their groups, in brief."""
+    mine = set(groups)
+    return [
+        doc if admin else {k: doc[k] for k in READER_FIELDS}
+        for doc in listing["documents"]
+        if admin or (doc["access"] and mine & set(doc["access"]) and not doc["restricted"])
+    ]
 
 
 library_builder = StateGraph(LibraryState, context_schema=IndexerContext)

@@ -23,8 +23,8 @@ from langgraph.types import Command
 
 from footnote.graph.context import Context
 from footnote.store.types import caller_groups
-from footnote.tools.documents import retrieve_candidates
 from footnote.tools.models import chat_model
+from footnote.tools.retriever import CandidateSearch
 from footnote.tools.search import SearchRequest
 
 SEARCH_CALLS = "search_calls"
@@ -94,8 +94,8 @@ def search_documents(
     """
     context = Context.coerce(runtime.context)
     groups, admin = run_caller(context)
-    candidates = retrieve_candidates(
-        SearchRequest(
+    search = CandidateSearch(
+        request=SearchRequest(
             query=query,
             index_dir=context.index_dir,
             embeddings=context.embeddings,
@@ -108,6 +108,10 @@ def search_documents(
         ),
         question=question,
     )
+    search.invoke(
+        query, {"run_name": "footnote_retriever", "metadata": {"index": context.index_dir}}
+    )
+    candidates = search.candidates
     if runtime.stream_writer is not None:
         runtime.stream_writer(
             {

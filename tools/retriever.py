@@ -16,10 +16,10 @@ from langchain_core.callbacks import (
 from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
 from footnote.store.types import caller_groups
-from footnote.tools.documents import relevance, retrieve_candidates
+from footnote.tools.documents import Candidate, relevance, retrieve_candidates
 from footnote.tools.retrieval import Stage
 from footnote.tools.search import Filters, SearchRequest
 
@@ -184,4 +184,41 @@ def _documents(request: SearchRequest) -> list[Document]:
     return out
 
 
-__all__ = ["Filters", "FootnoteRetriever"]
+class CandidateSearch(BaseRetriever):
+    """One search of the answer graph, run as a LangChain retriever run: callbacks (and so
+    LangSmith) see `on_retriever_start` with the query and `on_retriever_end` with the chunks
+    found, nested under the tool call that asked for them. The graph grades the candidates'
+    evidence too, so they are kept on the instance for the caller to read after `invoke`.
+
+        search = CandidateSearch(request=request, question=question)
+        documents = search.invoke(request.query)
+        candidates = search.candidates
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
+
+    request: Any
+    """The `SearchRequest` to run (its query is the one `invoke` is given)."""
+    question: str = ""
+    """What the evidence is measured against (`retrieve_candidates`)."""
+    _candidates: list[Candidate] = PrivateAttr(default_factory=list)
+
+    @field_validator("request")
+    @classmethod
+    def _a_search_request(cls, value: Any) -> SearchRequest:
+        if not isinstance(value, SearchRequest):
+            raise ValueError(f"request must be a SearchRequest, not {type(value).__name__}")
+        return value
+
+    @property
+    def candidates(self) -> list[Candidate]:
+        return self._candidates
+
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun
+    ) -> list[Document]:
+        self._candidates = retrieve_candidates(replace(self.request, query=query), self.question)
+        return [candidate["document"] for candidate in self._candidates]
+
+
+__all__ = ["CandidateSearch", "Filters", "FootnoteRetriever"]

@@ -48,6 +48,10 @@ EXAMPLES = {
     "feedback": """\
   footnote feedback export golden/ --index .footnote/handbook   # rated answers as BEIR
   footnote eval golden/ && footnote eval golden/ --answers       # the team's own gate""",
+    "mcp": """\
+  footnote mcp --index .footnote/handbook                 # for a desktop client or an editor
+  footnote mcp --index .footnote/handbook --groups hr     # as a member of hr (and everyone)
+  footnote mcp --index .footnote/handbook --admin         # every document; the admin tools""",
 }
 """Examples shown at the end of each subcommand's --help."""
 

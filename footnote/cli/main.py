@@ -257,6 +257,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_feedback_command(sub, default_index)
 
+    from footnote.cli import mcp as cli_mcp
+
+    cli_mcp.add_command(sub, default_index)
+
     from footnote.cli.conventions import finish
 
     finish(parser)

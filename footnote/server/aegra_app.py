@@ -2,6 +2,10 @@
 a factory that re-checks each run's context (named by file path in the config that
 `footnote.server.production` writes).
 
+The custom app carries the dev runtime's own routes (`footnote.server.webapp`): the chat page,
+feedback, Footnote's MCP tools at `/mcp` and the OpenAI-compatible `/v1`, each authenticating
+its caller with the API's credentials itself.
+
 Aegra mounts its API on the custom app, so the app decides which meta routes exist: no
 OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/ready` and
 `/live` stay public (load balancers call them; they say nothing about users or data).
@@ -306,7 +310,7 @@ async def ok(request: Request) -> JSONResponse:
 
 
 app = FastAPI(title="Footnote", docs_url=None, redoc_url=None, openapi_url=None)
-app.router.routes.extend(webapp.app.routes)
+app.router.routes.extend(webapp.app.routes)  # /ui, /feedback, /mcp, /v1: as on the dev runtime
 app.add_route("/ok", ok)
 app.add_route("/", ok)
 app.add_middleware(AdminOnlyMeta)

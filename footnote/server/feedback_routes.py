@@ -45,6 +45,7 @@ from footnote.feedback.records import (
 )
 from footnote.feedback.why import MAX_HISTORY, AnswerNotFound, answer_record, shown
 from footnote.server.credentials import Credentials, Identity, Unauthenticated
+from footnote.server.own_api import credentials_of, loopback_url
 from footnote.store import jsonfile
 
 log = logging.getLogger("footnote.feedback")
@@ -114,13 +115,8 @@ def _checked_id(value: Any, name: str) -> str:
 
 async def _read_answer(request: Request, thread_id: str, message_id: str) -> dict[str, Any]:
     """The answer as the caller may read it, through the server's own API."""
-    host, port = request.scope.get("server") or ("127.0.0.1", 80)
-    if host in ("0.0.0.0", "::", ""):  # listening everywhere: loopback reaches it
-        host = "127.0.0.1"
-    elif ":" in host:
-        host = f"[{host}]"
-    forwarded = {k: v for k, v in request.headers.items() if k in ("authorization", "x-api-key")}
-    async with httpx.AsyncClient(base_url=f"http://{host}:{port}", timeout=30) as client:
+    forwarded = credentials_of(request.headers)
+    async with httpx.AsyncClient(base_url=loopback_url(request.scope), timeout=30) as client:
         response = await client.post(
             f"/threads/{thread_id}/history", json={"limit": MAX_HISTORY}, headers=forwarded
         )

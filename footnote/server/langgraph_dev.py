@@ -100,7 +100,11 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
             "path": f"{_installed_file('footnote.server.auth')}:auth",
             "disable_studio_auth": True,
         },
-        "http": {"app": f"{_installed_file('footnote.server.webapp')}:app", "cors": CORS},
+        "http": {
+            "app": f"{_installed_file('footnote.server.webapp')}:app",
+            "disable_mcp": True,  # Footnote serves its own MCP tools at /mcp (footnote.mcp)
+            "cors": CORS,
+        },
         "python_version": "3.11",
     }
     if postgres_checkpoints:

@@ -1,4 +1,5 @@
-"""The team's chat page, mounted on the LangGraph server at /ui (`http.app` in langgraph.json).
+"""The team's chat page at /ui, with the routes served beside the LangGraph API (`http.app` in
+langgraph.json): feedback, MCP at /mcp and the OpenAI-compatible /v1.
 
 The page is static HTML, CSS and JavaScript shipped inside this package: no CDN, nothing
 fetched from elsewhere at run time. It talks to the same server's API from the browser with
@@ -19,8 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from footnote.graph.prompts import NOT_COVERED
+from footnote.mcp.http import McpEndpoint
 from footnote.server.closed_routes import close_routes
 from footnote.server.feedback_routes import router as feedback_router
+from footnote.server.openai_routes import router as openai_router
 
 GRAPH_ID = "footnote"
 SOURCE_BASE_URL_ENV = "FOOTNOTE_SOURCE_BASE_URL"
@@ -85,6 +88,12 @@ async def config(request: Request) -> Response:
     )
 
 
+mcp_endpoint = McpEndpoint()
+MCP_ROUTES = [
+    Route(path, mcp_endpoint, methods=["GET", "POST", "DELETE"]) for path in ("/mcp", "/mcp/")
+]
+"""Footnote's MCP tools (footnote.mcp.http); the runtime's own /mcp is turned off."""
+
 app = Starlette(
     routes=[
         Route("/ui", page),
@@ -92,6 +101,8 @@ app = Starlette(
         Route("/ui/config.json", config),
         Route("/ui/{name}", asset),
         *feedback_router.routes,  # /feedback/...: see footnote.server.feedback_routes
+        *openai_router.routes,  # /v1/...: see footnote.server.openai_routes
+        *MCP_ROUTES,
     ]
 )
 

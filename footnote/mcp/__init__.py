@@ -1,0 +1,1 @@
+"""MCP for Footnote: the tools (tools.py), served at /mcp (http.py) and over stdio (stdio.py)."""

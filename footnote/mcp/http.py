@@ -1,0 +1,138 @@
+"""Footnote's MCP tools served over Streamable HTTP at `/mcp`, on both runtimes.
+
+Stateless (`stateless_http`): every request carries its own credentials and is served by a
+fresh transport, so replicas behind a load balancer need no shared session. The caller is
+identified before the MCP layer sees the request, exactly as the API identifies it (the same
+API keys and JWT bearer tokens, `footnote.server.credentials`): without valid credentials the
+answer is 401, not an MCP session. Search, list and fetch read the index in this process with
+the caller's groups; `ask` and the admin tools go through the server's own API as the caller
+(`footnote.server.own_api`), so threads, pinned settings and the admin check are the API's.
+The index is chosen by name among the operator's (`FOOTNOTE_INDEX`, `FOOTNOTE_INDEXES`); a
+path or URL in a tool's arguments is refused with the reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from typing import Any
+
+from mcp.server.lowlevel import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+
+from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
+from footnote.server.credentials import Credentials, CredentialsError, Unauthenticated
+from footnote.server.own_api import ApiRefused, OwnApi, credentials_of, loopback_url
+from footnote.server.settings import ContextRefused, ServerSettings
+
+CALLER_KEY = "footnote.caller"
+"""Where the authenticated caller rides in the request's ASGI scope."""
+
+
+@functools.cache
+def _credentials() -> Credentials:
+    return Credentials.from_env()
+
+
+@functools.cache
+def _settings() -> ServerSettings:
+    return ServerSettings.from_env()
+
+
+def index_location(name: str) -> str:
+    """The operator's index of that name; ToolRefused, with the reason, for anything else
+    (another name, a path or a URL, even the operator's own)."""
+    settings = _settings()
+    if name in settings.indexes:
+        return settings.indexes[name]
+    try:
+        settings.index_location(name)
+    except ContextRefused as exc:
+        raise ToolRefused(exc.message.replace("index_dir", "index")) from None
+    names = ", ".join(sorted(settings.indexes))
+    raise ToolRefused(f"index takes an index name ({names}); paths are not accepted")
+
+
+class ServedAnswerer:
+    """`ask` and the admin tools through the server's own API, as the caller."""
+
+    async def answer(
+        self, caller: Caller, question: str, thread_id: str | None, index: str
+    ) -> dict[str, Any]:
+        api = OwnApi(caller.base_url, caller.forward)
+        try:
+            if thread_id:  # one of the caller's: a run on any other id could create it
+                await api.get(f"/threads/{thread_id}")
+            thread = thread_id or await api.new_thread()
+            output = await api.answer(
+                [{"role": "user", "content": question}], index=index, thread_id=thread
+            )
+        except ApiRefused as exc:
+            if exc.status == 404 and thread_id:
+                raise ToolRefused("no such thread (thread_id names none of yours)") from None
+            raise ToolRefused(exc.detail) from None
+        return {**output, "thread_id": thread}
+
+    async def manage(self, caller: Caller, request: dict[str, Any], index: str) -> dict[str, Any]:
+        api = OwnApi(caller.base_url, caller.forward)
+        run = {"assistant_id": "indexer", "input": request, "context": {"index_dir": index}}
+        try:
+            output = await api.post("/runs/wait", run)
+        except ApiRefused as exc:
+            raise ToolRefused(exc.detail) from None
+        return dict(output.get("result") or {})
+
+
+def _caller_of(server: Server[Any, Any]) -> Caller:
+    request = server.request_context.request
+    caller = getattr(request, "scope", {}).get(CALLER_KEY)
+    if not isinstance(caller, Caller):  # only `McpEndpoint` below makes requests reach here
+        raise ToolRefused("this request was not authenticated")
+    return caller
+
+
+async def _refuse(send: Send, status: int, detail: str) -> None:
+    body = json.dumps({"detail": detail}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
+    if status == 401:
+        headers.append((b"www-authenticate", b"Bearer"))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+class McpEndpoint:
+    """The ASGI app at `/mcp`: authenticate, then one stateless Streamable HTTP exchange."""
+
+    @functools.cached_property
+    def server(self) -> Server[Any, Any]:
+        """Made on first use: the operator's settings are read in the serving process."""
+        tools = FootnoteTools(index_location, ServedAnswerer(), embeddings=_settings().embeddings)
+        return make_server(tools, _caller_of)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        try:
+            identity = await asyncio.to_thread(
+                _credentials().identify, headers.get("authorization"), headers.get("x-api-key")
+            )
+        except Unauthenticated as exc:
+            await _refuse(send, 401, str(exc))
+            return
+        except CredentialsError:
+            await _refuse(send, 401, "the server's credentials are misconfigured")
+            return
+        caller = Caller(
+            groups=identity.groups,
+            admin=identity.admin and identity.method != "anonymous",
+            forward=credentials_of(headers),
+            base_url=loopback_url(scope),
+        )
+        # One manager per request: stateless, nothing outlives the exchange, and no server
+        # lifespan (the runtimes differ there) has to start it.
+        manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
+        async with manager.run():
+            await manager.handle_request({**scope, CALLER_KEY: caller}, receive, send)
