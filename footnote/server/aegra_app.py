@@ -8,10 +8,15 @@ OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/r
 In front of Aegra's thread routes, one check that the thread is the caller's and was written
 under the access the caller still has (`OwnThreadsOnly`).
 
-The factory is defence in depth: `footnote.server.aegra_auth` already pins the operator's settings
-when a run is created, but Aegra merges an assistant's stored context under the run's and
-drops in-place edits, so the context that reaches the graph is checked again, in the process
-that runs it, and a run whose context the operator would not allow fails before any node.
+Outermost of all, only the routes Footnote has vetted are served (`footnote.server.aegra_routes`):
+anything else, `/threads/{id}/commands` included, answers 404 before Aegra sees it.
+
+The factories are defence in depth: `footnote.server.aegra_auth` already pins the operator's
+settings when a run is created, but Aegra merges an assistant's stored context under the
+run's, drops in-place edits, and has routes that skip the run handler, so every graph
+(`footnote`, `indexer`, `library`) is reached through a factory that checks the context
+again, in the process that runs it: a run whose context the operator would not allow fails
+before any node, whichever route started it.
 """
 
 from __future__ import annotations
@@ -29,9 +34,12 @@ from langgraph_sdk.runtime import ServerRuntime
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from footnote.graph.graph import graph as answer_graph
+from footnote.graph.indexer import graph as indexer_graph
+from footnote.graph.indexer import library as library_graph
 from footnote.server import auth as served
 from footnote.server import webapp
-from footnote.server.aegra_auth import aegra_user, enforce_server_settings
+from footnote.server.aegra_auth import aegra_user, enforce_corpus_settings, enforce_server_settings
+from footnote.server.aegra_routes import VettedRoutesOnly
 from footnote.server.credentials import Identity, Unauthenticated
 from footnote.server.settings import ContextRefused
 
@@ -313,6 +321,7 @@ app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
 app.add_middleware(AssistantContexts)
+app.add_middleware(VettedRoutesOnly)  # added last: the outermost layer
 app.add_exception_handler(HTTPException, http_error)
 
 
@@ -322,3 +331,20 @@ def make_graph(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]
     if execution is not None:
         enforce_server_settings(execution.context)
     return answer_graph
+
+
+def make_indexer(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The indexer; for a run, only an admin's, on an index the operator named, with every
+    other setting (upload folder, private URLs, embeddings) the server's own."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_corpus_settings("indexer", runtime.user, execution.context)
+    return indexer_graph
+
+
+def make_library(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The library listing; for a run, only on an index the operator named."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_corpus_settings("library", runtime.user, execution.context)
+    return library_graph
