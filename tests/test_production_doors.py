@@ -472,9 +472,8 @@ def test_a_killed_replica_is_restarted_while_the_other_serves_and_nothing_is_los
             entry = get_sync_client(url=urls[0], headers=team.headers("alice"))
             thread = entry.threads.create()["thread_id"]
             asked = len(model.chat_requests)
-            run = entry.runs.create(
-                thread, "footnote", input={"messages": [{"role": "user", "content": PUBLIC_QUESTION}]}
-            )  # fmt: skip
+            question = {"messages": [{"role": "user", "content": PUBLIC_QUESTION}]}
+            run = entry.runs.create(thread, "footnote", input=question)
             victim_pid = claimer_pid(database, run["run_id"])
             victim = next(u for u in urls if pid_listening(u) == victim_pid)
             survivor = next(u for u in urls if u != victim)
@@ -541,7 +540,9 @@ def claimer_pid(database_url: str, run_id: str, timeout_s: float = 60.0) -> int:
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(database_url, autocommit=True) as conn:
         while time.monotonic() < deadline:
-            row = conn.execute("SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)).fetchone()
+            row = conn.execute(
+                "SELECT claimed_by FROM runs WHERE run_id = %s", (run_id,)
+            ).fetchone()
             if row and row[0]:
                 return int(re.search(r"-(\d+)-worker-\d+$", row[0]).group(1))  # type: ignore[union-attr]
             pause.wait(0.05)
@@ -556,4 +557,3 @@ def pid_listening(url: str) -> int | None:
     ).stdout
     pids = re.findall(r"pid=(\d+)", found)
     return int(pids[0]) if pids else None
-
