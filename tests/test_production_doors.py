@@ -107,20 +107,30 @@ def url_of(deployment: Deployment) -> str:
 # --- deny by default ------------------------------------------------------------------------
 
 
+ROUTES_SCRIPT = """
+import json, os
+os.environ.setdefault("AEGRA_CONFIG", os.devnull)
+from fastapi import FastAPI
+from aegra_api.main import _include_core_routers
+
+app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+_include_core_routers(app)
+seen = []
+def walk(routes, prefix=""):
+    for route in routes:
+        if hasattr(route, "original_router"):  # FastAPI's lazily included router
+            walk(route.original_router.routes, prefix + (route.include_context.prefix or ""))
+        for method in sorted(getattr(route, "methods", None) or []):
+            seen.append((method, prefix + route.path))
+walk(app.routes)
+print(json.dumps(seen))
+"""
+
+
 def aegra_routes() -> list[tuple[str, str]]:
-    """Every (method, path template) the installed Aegra serves, from its own app."""
-    script = (
-        "import json, os\n"
-        "os.environ.setdefault('AEGRA_CONFIG', os.devnull)\n"
-        "from aegra_api.main import app\n"
-        "seen = []\n"
-        "for route in app.routes:\n"
-        "    for method in sorted(getattr(route, 'methods', None) or []):\n"
-        "        seen.append((method, route.path))\n"
-        "print(json.dumps(seen))\n"
-    )
+    """Every (method, path template) the installed Aegra serves, from its own routers."""
     found = subprocess.run(
-        [production_python(), "-c", script], capture_output=True, text=True, check=False
+        [production_python(), "-c", ROUTES_SCRIPT], capture_output=True, text=True, check=False
     )
     assert found.returncode == 0, found.stderr[-3000:]
     return [tuple(r) for r in json.loads(found.stdout.splitlines()[-1])]  # type: ignore[misc]
@@ -448,7 +458,8 @@ def test_a_killed_replica_is_restarted_while_the_other_serves_and_nothing_is_los
     its port, the other replica keeps answering, the run completes, SIGTERM stops the
     deployment with exit 0, and the trial database is still there for the next start
     (which logs JSON lines with `--log-format json`)."""
-    data = Path(tempfile.mkdtemp(prefix="footnote-doors-data-"))  # reachable by footnote-pg
+    data = Path(tempfile.mkdtemp(prefix="footnote-doors-data-"))
+    data.chmod(0o755)  # run as root, PostgreSQL runs as footnote-pg, who must enter it
     with StubOpenAI() as model:
         model.default = slow_model
         env = {

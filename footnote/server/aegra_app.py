@@ -94,7 +94,9 @@ class OwnThreadsOnly:
     answers `[]` to anyone), and none by Footnote's access scope: this is the one check all
     of them pass. A thread id nobody owns goes through; when a run asks to create it
     (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
-    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner).
+    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner);
+    otherwise such a run answers 404, as LangGraph's default `if_not_exists: "reject"` does
+    (Aegra ignores the field and would auto-create it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -120,8 +122,10 @@ class OwnThreadsOnly:
                 wanted = json.loads(body or b"{}").get("if_not_exists") == "create"
             except (ValueError, AttributeError):
                 wanted = False
-            if wanted:
-                await _create_thread(thread_id, caller)
+            if not wanted:  # Aegra would make it without the caller's scope: lost to them
+                await _refuse(send, 404, f"Thread '{thread_id}' not found")
+                return
+            await _create_thread(thread_id, caller)
         await self.app(scope, receive, send)
 
 
@@ -204,7 +208,11 @@ async def _create_thread(thread_id: str, caller: Identity) -> None:
 class RunWebhooks:
     """A run's `webhook` refused as the dev server refuses it (`ServerSettings.webhook`: 403
     unless on the operator's allowlist). Aegra's run models drop the field without a word and
-    deliver no webhooks, so even an allowlisted one is refused here (422), not lost."""
+    deliver no webhooks, so even an allowlisted one is refused here (422), not lost.
+
+    A stateless run asking to keep its thread (`on_completion: "keep"`) is refused too (422):
+    Aegra would make that thread without the caller's access scope (owned by nobody who
+    could read it), and a thread always has its owner, whichever route made it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -225,8 +233,16 @@ class RunWebhooks:
         requests = request if isinstance(request, list) else [request]
         hooks = [r.get("webhook") for r in requests if isinstance(r, dict)]
         asked = any(hook not in (None, "") for hook in hooks)
+        kept = scope["path"].startswith("/runs") and any(
+            isinstance(r, dict) and r.get("on_completion") == "keep" for r in requests
+        )
         # Without credentials: on to Aegra, which answers 401.
-        if asked and await asyncio.to_thread(_caller, scope) is not None:
+        if (asked or kept) and await asyncio.to_thread(_caller, scope) is not None:
+            if kept:  # Aegra would make its thread without the caller's scope
+                await _refuse(
+                    send, 422, "stateless runs are not kept here: create a thread and run on it"
+                )
+                return
             try:
                 for hook in hooks:
                     served.SETTINGS.webhook(hook)
