@@ -405,6 +405,15 @@ def test_the_trial_services_refuse_a_connection_without_their_secret(
         assert secret.encode() not in command and password.group(1).encode() not in command
 
 
+def test_health_and_ready_report_postgresql_and_redis(doors: tuple[Deployment, Path]) -> None:
+    """Public, and saying only whether each dependency answers (no error text)."""
+    url = url_of(doors[0])
+    for path, status in (("/health", "healthy"), ("/ready", "ready")):
+        answer = httpx.get(url + path)
+        assert answer.status_code == 200, answer.text
+        assert answer.json() == {"status": status, "postgresql": "ok", "redis": "ok"}
+
+
 # --- supervision ----------------------------------------------------------------------------
 
 

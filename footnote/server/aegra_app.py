@@ -329,10 +329,55 @@ async def ok(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
+async def _dependencies() -> dict[str, str]:
+    """`ok` or `unreachable` for PostgreSQL and Redis, as this replica reaches them (no
+    error text: these routes are public)."""
+    from aegra_api.core.database import db_manager
+    from aegra_api.core.redis_manager import redis_manager
+    from sqlalchemy import text
+
+    found = {"postgresql": "unreachable", "redis": "unreachable"}
+    try:
+        engine = db_manager.engine
+        if engine is not None:
+            async with engine.begin() as conn:
+                await asyncio.wait_for(conn.execute(text("SELECT 1")), 5)
+            found["postgresql"] = "ok"
+    except Exception:  # noqa: BLE001 - any failure means not reachable now
+        pass
+    try:
+        await asyncio.wait_for(redis_manager.get_client().ping(), 5)  # type: ignore[misc]
+        found["redis"] = "ok"
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
+async def health(request: Request) -> JSONResponse:
+    """PostgreSQL and Redis as this replica sees them; 503 unless both answer."""
+    found = await _dependencies()
+    healthy = all(v == "ok" for v in found.values())
+    return JSONResponse(
+        {"status": "healthy" if healthy else "unhealthy", **found}, 200 if healthy else 503
+    )
+
+
+async def ready(request: Request) -> JSONResponse:
+    """Readiness for a load balancer: 200 only while PostgreSQL and Redis both answer (a
+    replica that cannot reach Redis cannot hand runs to the workers)."""
+    found = await _dependencies()
+    ready = all(v == "ok" for v in found.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", **found}, 200 if ready else 503
+    )
+
+
 app = FastAPI(title="Footnote", docs_url=None, redoc_url=None, openapi_url=None)
 app.router.routes.extend(webapp.app.routes)
 app.add_route("/ok", ok)
 app.add_route("/", ok)
+app.add_route("/health", health)  # before Aegra's own, which know nothing of Redis
+app.add_route("/ready", ready)
 app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
