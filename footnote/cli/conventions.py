@@ -43,6 +43,10 @@ EXAMPLES = {
     "feedback": """\
   footnote feedback export golden/ --index .footnote/handbook   # rated answers as BEIR
   footnote eval golden/ && footnote eval golden/ --answers       # the team's own gate""",
+    "keys": """\
+  footnote keys --file keys.json add alice --group engineering   # prints alice's key once
+  footnote keys list --json                                      # reads $FOOTNOTE_API_KEYS
+  footnote keys revoke alice                                     # or: revoke --id ID""",
 }
 """Examples shown at the end of each subcommand's --help."""
 
