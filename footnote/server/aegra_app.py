@@ -346,7 +346,7 @@ async def _dependencies() -> dict[str, str]:
     except Exception:  # noqa: BLE001 - any failure means not reachable now
         pass
     try:
-        await asyncio.wait_for(redis_manager.get_client().ping(), 5)  # type: ignore[misc]
+        await asyncio.wait_for(redis_manager.get_client().ping(), 5)
         found["redis"] = "ok"
     except Exception:  # noqa: BLE001
         pass
