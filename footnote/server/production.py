@@ -595,15 +595,24 @@ def launcher_log(log_format: str, stream: IO[str]) -> tuple[Say, Echo]:
             stream.write(line + "\n")
             stream.flush()
 
+    def as_json(level: str, logger: str, message: str) -> str:
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        return json.dumps({"timestamp": now, "level": level, "logger": logger, "event": message})
+
     def say(level: str, message: str) -> None:
         if log_format == "json":
-            now = datetime.now(UTC).isoformat(timespec="milliseconds")
-            write(json.dumps({"timestamp": now, "level": level, "logger": "footnote.launcher",
-                              "event": message}))  # fmt: skip
+            write(as_json(level, "footnote.launcher", message))
         else:
             write(f"footnote: {message}" if level != "info" else message)
 
-    return say, write
+    def echo(line: str) -> None:
+        """A replica's line; in JSON mode, one Aegra printed before its JSON logging was set
+        up (plain text) is wrapped, so every line on stdout is one JSON object."""
+        if log_format == "json" and not line.startswith("{"):
+            line = as_json("info", "aegra", line)
+        write(line)
+
+    return say, echo
 
 
 def cmd_serve_production(args: argparse.Namespace) -> int:
