@@ -5,7 +5,12 @@ route a later release adds) would have done with it.
 A route is on the list when Footnote's checks cover it (`footnote.server.aegra_auth`'s
 handlers and `footnote.server.aegra_app`'s middleware) and a test exercises it through the
 production runtime (tests/test_production_doors.py, tests/test_served_auth.py). To serve a
-new route, vet it and add one line to `VETTED`.
+new route, vet it and add one line to `VETTED` (a route Footnote's own app adds, `/mcp` or
+`/v1/chat/completions`, say, needs its line too: nothing is served by being registered).
+tests/test_production_doors.py fails on a line that names no route the server has.
+
+Aegra's outer middleware (CORS, correlation ids, logging) wraps this layer; none of it
+serves a route.
 """
 
 from __future__ import annotations
