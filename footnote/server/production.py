@@ -119,6 +119,8 @@ def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
 
 
 LOG_FORMATS = ("console", "json")
+UPLOAD_DIR_ENV = "FOOTNOTE_UPLOAD_DIR"
+"""Where the indexer keeps uploaded files (`footnote.graph.indexer.IndexerContext`)."""
 
 
 def replica_environment(
@@ -645,6 +647,8 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             host=args.host,
             ports=ports,
             database_dir=None if args.ephemeral else data_dir / "postgres",
+            # Uploaded files are sources `sync` reads again: kept beside the database.
+            extra_env={UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads")},
             log_dir=data_dir / "logs",
             log_format=args.log_format,
             echo=echo,
