@@ -396,6 +396,35 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
         )
 
 
+def test_no_route_makes_a_thread_without_its_owner(
+    doors: tuple[Deployment, Path], team: Team
+) -> None:
+    """Aegra makes a thread for any run on an unknown id, and keeps a stateless run's when
+    asked, in both cases without the caller's access scope (lost to its owner). Here a run on
+    an unknown id answers 404 unless it asks to create the thread (then it is the caller's,
+    tests/test_production.py), and a stateless run may not keep its thread: no thread is
+    made by any of these requests."""
+    deployment, _ = doors
+    url = url_of(deployment)
+    headers = team.headers("alice")
+    body = {"assistant_id": "footnote", "input": {"messages": []}}
+
+    def threads() -> int:
+        with psycopg.connect(deployment.database_url, autocommit=True) as conn:
+            return int(conn.execute("SELECT count(*) FROM thread").fetchone()[0])  # type: ignore[index]
+
+    before = threads()
+    for suffix in ("", "/wait", "/stream"):
+        unknown = str(uuid.uuid4())
+        answer = httpx.post(f"{url}/threads/{unknown}/runs{suffix}", json=body, headers=headers)
+        assert answer.status_code == 404, (suffix, answer.text)
+        kept = httpx.post(
+            f"{url}/runs{suffix}", json={**body, "on_completion": "keep"}, headers=headers
+        )
+        assert kept.status_code == 422, (suffix, kept.text)
+    assert threads() == before
+
+
 # --- the trial services ---------------------------------------------------------------------
 
 
