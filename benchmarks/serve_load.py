@@ -2,6 +2,7 @@
 questions for a fixed time, against 1 and then 2 Aegra replicas sharing PostgreSQL + Redis.
 
     python benchmarks/serve_load.py [--users 8] [--seconds 60] [--replicas 1,2] [--json]
+    python benchmarks/serve_load.py --replicas 2 --kill-halfway   # kill -9 one replica mid-run
 
 Each user has an API key (the team of tests/served.py: engineering, hr, finance+hr, no
 groups, admin) and loops: a new thread, one question (the handbook's, or a restricted
@@ -11,6 +12,13 @@ latency, errors (anything but an answer), and leaks (a restricted document's mar
 answer of a user outside its group). Offline graph, no model: the figures are the server's
 and the retrieval's, not an LLM's. Replicas, PostgreSQL and Redis run on this machine, so on a
 small machine more replicas share the same cores.
+
+`--kill-halfway` sends `kill -9` to the last replica halfway through, with the launcher's
+supervisor (`footnote.server.production.supervise`) running, and reports how long it took to
+come back and the errors split by where the request went: requests keep going round robin to
+the dead replica's address (no load balancer health check in between), so those fail until
+it is back; a request whose connection died with the replica is counted as an error too,
+even if its run was finished by the other replica.
 """
 
 from __future__ import annotations
@@ -42,7 +50,8 @@ HANDBOOK_QUESTIONS = (
 @dataclass
 class Tally:
     latencies: list[float] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
+    errors: list[tuple[str, str]] = field(default_factory=list)
+    """(replica URL, what went wrong)."""
     leaks: list[tuple[str, list[str]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -59,7 +68,7 @@ def user_loop(
     for n in itertools.count(start):
         if time.monotonic() >= until:
             return
-        client = clients[n % len(clients)]
+        client, url = clients[n % len(clients)], urls[n % len(clients)]
         question = questions[n % len(questions)]
         began = time.perf_counter()
         try:
@@ -77,7 +86,7 @@ def user_loop(
         found = leaked(user, output) if output is not None else []
         with tally.lock:
             if error:
-                tally.errors.append(error)
+                tally.errors.append((url, error))
             else:
                 tally.latencies.append(elapsed)
             if found:
@@ -85,9 +94,18 @@ def user_loop(
 
 
 def measure(
-    index: Path, team: Any, replicas: int, users: int, seconds: float, workdir: Path
+    index: Path,
+    team: Any,
+    replicas: int,
+    users: int,
+    seconds: float,
+    workdir: Path,
+    kill_halfway: bool = False,
 ) -> dict[str, Any]:
-    from footnote.server.production import running_deployment
+    import os
+    import signal
+
+    from footnote.server.production import running_deployment, supervise
     from tests.served import USERS
 
     with running_deployment(
@@ -116,12 +134,41 @@ def measure(
             )
             for i in range(users)
         ]
+        stop = threading.Event()
+        said: list[tuple[float, str]] = []
+        supervisor = threading.Thread(
+            target=supervise,
+            args=(deployment, stop, lambda _, m: said.append((time.monotonic(), m))),
+        )
+        killed: dict[str, Any] = {}
+        if kill_halfway:
+            supervisor.start()
+
+            def kill() -> None:
+                if not stop.wait(seconds / 2):
+                    victim = deployment.replicas[-1]
+                    killed.update(url=victim.url, at=time.monotonic())
+                    os.kill(victim.process.pid, signal.SIGKILL)
+
+            threading.Thread(target=kill, daemon=True).start()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.monotonic() - began
+        stop.set()
+        if supervisor.is_alive():
+            supervisor.join()
     latencies = sorted(tally.latencies)
+    back = [t for t, m in said if "restarted" in m]
+    extra: dict[str, Any] = {}
+    if killed:
+        extra = {
+            "killed": killed["url"],
+            "back_after_s": round(back[0] - killed["at"], 1) if back else None,
+            "errors_on_killed": sum(1 for u, _ in tally.errors if u == killed["url"]),
+            "errors_elsewhere": sum(1 for u, _ in tally.errors if u != killed["url"]),
+        }
     return {
         "replicas": replicas,
         "users": users,
@@ -132,7 +179,8 @@ def measure(
         "p95_s": round(latencies[int(0.95 * (len(latencies) - 1))], 2) if latencies else None,
         "errors": len(tally.errors),
         "leaks": len(tally.leaks),
-        "first_errors": tally.errors[:3],
+        "first_errors": [f"{u}: {e}" for u, e in tally.errors[:3]],
+        **extra,
     }
 
 
@@ -142,6 +190,9 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--replicas", default="1,2", help="comma-separated replica counts")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--kill-halfway", action="store_true", help="kill -9 the last replica halfway through"
+    )
     args = parser.parse_args()
 
     from footnote.ingest.pipeline import ingest
@@ -154,7 +205,9 @@ def main() -> int:
         assert not summary.failed, summary.failed
         team = api_key_team(root)
         rows = [
-            measure(index, team, int(k), args.users, args.seconds, root / f"run-{k}")
+            measure(
+                index, team, int(k), args.users, args.seconds, root / f"run-{k}", args.kill_halfway
+            )
             for k in args.replicas.split(",")
         ]
     if args.json:
@@ -171,6 +224,12 @@ def main() -> int:
                 f"{r['per_second']} | {r['p50_s']} | {r['p95_s']} | {r['errors']} | {r['leaks']} |"
             )
         for r in rows:
+            if "killed" in r:
+                print(
+                    f"  {r['replicas']} replica(s): killed {r['killed']} halfway; back after "
+                    f"{r['back_after_s']} s; errors on it {r['errors_on_killed']}, "
+                    f"elsewhere {r['errors_elsewhere']}"
+                )
             for error in r["first_errors"]:
                 print(f"  {r['replicas']} replica(s): {error}")
     return 0 if all(r["errors"] == 0 and r["leaks"] == 0 for r in rows) else 1

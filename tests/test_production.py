@@ -273,7 +273,7 @@ def test_a_thread_a_run_creates_belongs_to_its_caller(deployment: Deployment, te
 
 def test_footnote_serve_production_starts_a_trial_and_stops_it(tmp_path: Path, team: Team) -> None:
     """The command itself: with no URLs it starts a local PostgreSQL and Redis and a replica,
-    prints where it serves, answers, and on SIGTERM stops all of them."""
+    prints where it serves, answers, and on SIGTERM stops all of them and exits 0."""
     import subprocess
 
     import httpx
@@ -288,7 +288,7 @@ def test_footnote_serve_production_starts_a_trial_and_stops_it(tmp_path: Path, t
     with log.open("wb") as sink:
         process = subprocess.Popen(
             [*footnote_command(), "serve", "--production", "--index", str(HANDBOOK),
-             "--port", str(port)],
+             "--port", str(port), "--ephemeral", "--data-dir", str(tmp_path / "data")],
             env=env,
             stdout=sink,
             stderr=subprocess.STDOUT,
@@ -312,7 +312,9 @@ def test_footnote_serve_production_starts_a_trial_and_stops_it(tmp_path: Path, t
     finally:
         process.send_signal(signal.SIGTERM)
         status = process.wait(timeout=150)
-    assert status in (0, 143), log.read_text()
+    assert status == 0, log.read_text()
+    assert (tmp_path / "data" / "logs" / "replica-1.log").is_file()
+    assert not (tmp_path / "data" / "postgres").exists()  # --ephemeral
     for child in children:
         assert (
             not Path(f"/proc/{child}").exists()

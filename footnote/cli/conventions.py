@@ -52,6 +52,10 @@ EXAMPLES = {
   footnote mcp --index .footnote/handbook                 # for a desktop client or an editor
   footnote mcp --index .footnote/handbook --groups hr     # as a member of hr (and everyone)
   footnote mcp --index .footnote/handbook --admin         # every document; the admin tools""",
+    "keys": """\
+  footnote keys --file keys.json add alice --group engineering   # prints alice's key once
+  footnote keys list --json                                      # reads $FOOTNOTE_API_KEYS
+  footnote keys revoke alice                                     # or: revoke --id ID""",
 }
 """Examples shown at the end of each subcommand's --help."""
 

@@ -261,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_mcp.add_command(sub, default_index)
 
+    from footnote.cli import keys as cli_keys
+
+    cli_keys.add_commands(sub)
+
     from footnote.cli.conventions import finish
 
     finish(parser)

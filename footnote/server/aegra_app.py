@@ -12,10 +12,15 @@ OpenAPI or docs pages, and `/info` only for an admin. `/`, `/ok`, `/health`, `/r
 In front of Aegra's thread routes, one check that the thread is the caller's and was written
 under the access the caller still has (`OwnThreadsOnly`).
 
-The factory is defence in depth: `footnote.server.aegra_auth` already pins the operator's settings
-when a run is created, but Aegra merges an assistant's stored context under the run's and
-drops in-place edits, so the context that reaches the graph is checked again, in the process
-that runs it, and a run whose context the operator would not allow fails before any node.
+Outermost of all, only the routes Footnote has vetted are served (`footnote.server.aegra_routes`):
+anything else, `/threads/{id}/commands` included, answers 404 before Aegra sees it.
+
+The factories are defence in depth: `footnote.server.aegra_auth` already pins the operator's
+settings when a run is created, but Aegra merges an assistant's stored context under the
+run's, drops in-place edits, and has routes that skip the run handler, so every graph
+(`footnote`, `indexer`, `library`) is reached through a factory that checks the context
+again, in the process that runs it: a run whose context the operator would not allow fails
+before any node, whichever route started it.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ from langgraph_sdk.runtime import ServerRuntime
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from footnote.graph.graph import graph as answer_graph
+from footnote.graph.indexer import graph as indexer_graph
+from footnote.graph.indexer import library as library_graph
 from footnote.server import auth as served
 from footnote.server import webapp
-from footnote.server.aegra_auth import aegra_user, enforce_server_settings
+from footnote.server.aegra_auth import aegra_user, enforce_corpus_settings, enforce_server_settings
+from footnote.server.aegra_routes import VettedRoutesOnly
 from footnote.server.credentials import Identity, Unauthenticated
 from footnote.server.settings import ContextRefused
 
@@ -90,7 +98,9 @@ class OwnThreadsOnly:
     answers `[]` to anyone), and none by Footnote's access scope: this is the one check all
     of them pass. A thread id nobody owns goes through; when a run asks to create it
     (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
-    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner).
+    (Aegra's own auto-creation would store neither, and the thread would be lost to its owner);
+    otherwise such a run answers 404, as LangGraph's default `if_not_exists: "reject"` does
+    (Aegra ignores the field and would auto-create it).
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -116,8 +126,10 @@ class OwnThreadsOnly:
                 wanted = json.loads(body or b"{}").get("if_not_exists") == "create"
             except (ValueError, AttributeError):
                 wanted = False
-            if wanted:
-                await _create_thread(thread_id, caller)
+            if not wanted:  # Aegra would make it without the caller's scope: lost to them
+                await _refuse(send, 404, f"Thread '{thread_id}' not found")
+                return
+            await _create_thread(thread_id, caller)
         await self.app(scope, receive, send)
 
 
@@ -200,7 +212,11 @@ async def _create_thread(thread_id: str, caller: Identity) -> None:
 class RunWebhooks:
     """A run's `webhook` refused as the dev server refuses it (`ServerSettings.webhook`: 403
     unless on the operator's allowlist). Aegra's run models drop the field without a word and
-    deliver no webhooks, so even an allowlisted one is refused here (422), not lost."""
+    deliver no webhooks, so even an allowlisted one is refused here (422), not lost.
+
+    A stateless run asking to keep its thread (`on_completion: "keep"`) is refused too (422):
+    Aegra would make that thread without the caller's access scope (owned by nobody who
+    could read it), and a thread always has its owner, whichever route made it."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -221,8 +237,16 @@ class RunWebhooks:
         requests = request if isinstance(request, list) else [request]
         hooks = [r.get("webhook") for r in requests if isinstance(r, dict)]
         asked = any(hook not in (None, "") for hook in hooks)
+        kept = scope["path"].startswith("/runs") and any(
+            isinstance(r, dict) and r.get("on_completion") == "keep" for r in requests
+        )
         # Without credentials: on to Aegra, which answers 401.
-        if asked and await asyncio.to_thread(_caller, scope) is not None:
+        if (asked or kept) and await asyncio.to_thread(_caller, scope) is not None:
+            if kept:  # Aegra would make its thread without the caller's scope
+                await _refuse(
+                    send, 422, "stateless runs are not kept here: create a thread and run on it"
+                )
+                return
             try:
                 for hook in hooks:
                     served.SETTINGS.webhook(hook)
@@ -309,14 +333,60 @@ async def ok(request: Request) -> JSONResponse:
     return JSONResponse({"ok": True})
 
 
+async def _dependencies() -> dict[str, str]:
+    """`ok` or `unreachable` for PostgreSQL and Redis, as this replica reaches them (no
+    error text: these routes are public)."""
+    from aegra_api.core.database import db_manager
+    from aegra_api.core.redis_manager import redis_manager
+    from sqlalchemy import text
+
+    found = {"postgresql": "unreachable", "redis": "unreachable"}
+    try:
+        engine = db_manager.engine
+        if engine is not None:
+            async with engine.begin() as conn:
+                await asyncio.wait_for(conn.execute(text("SELECT 1")), 5)
+            found["postgresql"] = "ok"
+    except Exception:  # noqa: BLE001 - any failure means not reachable now
+        pass
+    try:
+        await asyncio.wait_for(redis_manager.get_client().ping(), 5)
+        found["redis"] = "ok"
+    except Exception:  # noqa: BLE001
+        pass
+    return found
+
+
+async def health(request: Request) -> JSONResponse:
+    """PostgreSQL and Redis as this replica sees them; 503 unless both answer."""
+    found = await _dependencies()
+    healthy = all(v == "ok" for v in found.values())
+    return JSONResponse(
+        {"status": "healthy" if healthy else "unhealthy", **found}, 200 if healthy else 503
+    )
+
+
+async def ready(request: Request) -> JSONResponse:
+    """Readiness for a load balancer: 200 only while PostgreSQL and Redis both answer (a
+    replica that cannot reach Redis cannot hand runs to the workers)."""
+    found = await _dependencies()
+    ready = all(v == "ok" for v in found.values())
+    return JSONResponse(
+        {"status": "ready" if ready else "not ready", **found}, 200 if ready else 503
+    )
+
+
 app = FastAPI(title="Footnote", docs_url=None, redoc_url=None, openapi_url=None)
 app.router.routes.extend(webapp.app.routes)  # /ui, /feedback, /mcp, /v1: as on the dev runtime
 app.add_route("/ok", ok)
 app.add_route("/", ok)
+app.add_route("/health", health)  # before Aegra's own, which know nothing of Redis
+app.add_route("/ready", ready)
 app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
 app.add_middleware(AssistantContexts)
+app.add_middleware(VettedRoutesOnly)  # added last: the outermost layer
 app.add_exception_handler(HTTPException, http_error)
 
 
@@ -326,3 +396,20 @@ def make_graph(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]
     if execution is not None:
         enforce_server_settings(execution.context)
     return answer_graph
+
+
+def make_indexer(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The indexer; for a run, only an admin's, on an index the operator named, with every
+    other setting (upload folder, private URLs, embeddings) the server's own."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_corpus_settings("indexer", runtime.user, execution.context)
+    return indexer_graph
+
+
+def make_library(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, Any]:
+    """The library listing; for a run, only on an index the operator named."""
+    execution = runtime.execution_runtime
+    if execution is not None:
+        enforce_corpus_settings("library", runtime.user, execution.context)
+    return library_graph

@@ -130,6 +130,26 @@ def enforce_server_settings(context: Any) -> None:
         raise ContextRefused(403, f"context field {wrong[0]!r} is set by the server's operator")
 
 
+def enforce_corpus_settings(graph_id: str, user: Any, context: Any) -> None:
+    """ContextRefused unless a corpus graph's run context is what `create_run` gives one
+    (`footnote.server.auth.corpus_context`): the indexer an admin's, `index_dir` one of the
+    operator's index locations, `embeddings` the operator's, nothing else (no upload folder,
+    private-URL switch, path or URL of the caller's). Checked by the graph factories
+    (`footnote.server.aegra_app.make_indexer`, `make_library`) where the run executes."""
+    given = dict(context or {}) if isinstance(context, Mapping) else None
+    if given is None:
+        raise ContextRefused(422, "context must be a JSON object")
+    if graph_id == "indexer" and served.user_field(user, "admin") is not True:
+        raise ContextRefused(403, "only admins may add, remove or sync the index's sources")
+    unknown = sorted(set(given) - {"index_dir", "embeddings"})
+    if unknown:
+        raise ContextRefused(403, f"context field {unknown[0]!r} is set by the server's operator")
+    if given.get("index_dir") not in served.SETTINGS.indexes.values():
+        raise ContextRefused(403, "context field 'index_dir' is set by the server's operator")
+    if given.get("embeddings", served.SETTINGS.embeddings) != served.SETTINGS.embeddings:
+        raise ContextRefused(403, "context field 'embeddings' is set by the server's operator")
+
+
 def _claim_metadata(value: Mapping[str, Any], mine: dict[str, str]) -> dict[str, Any]:
     """The request's metadata with the caller's ownership; 403 if it names another or sets
     one the server reserves (`created_by`)."""

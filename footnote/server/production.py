@@ -15,6 +15,13 @@ interpreter that has `aegra_api` (`--python`, $FOOTNOTE_PRODUCTION_PYTHON, this 
 
 Aegra serves every caller as `anonymous` when its auth module fails to import: a replica is
 only put in service after a request without credentials was refused (`check_refuses`).
+
+The launcher supervises: a replica that dies is logged and started again on its port (with
+backoff) while the others keep serving; only SIGTERM / SIGINT stops the deployment, each
+replica draining its runs, and the command then exits 0. The trial PostgreSQL is kept in the
+data folder (`--data-dir`) unless `--ephemeral`; the trial services open only with their
+generated secrets (`footnote.server.local_postgres`, `start_redis`). Replica logs go to the
+launcher's stdout and to `<data folder>/logs`, as console text or JSON (`--log-format`).
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import argparse
 import importlib.util
 import json
 import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -30,10 +38,12 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO
 
 from footnote.server.langgraph_dev import (
     CORS,
@@ -89,15 +99,16 @@ AUTH_PATH = "footnote.server.aegra_auth:auth"
 
 
 def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
-    """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module. The
-    corpus graphs are langgraph.json's (`footnote.server.auth.CORPUS_GRAPHS`)."""
+    """Aegra's config (aegra.json) in `directory`: graphs by file, auth by module. Every
+    graph (the answer graph and the corpus graphs, `footnote.server.auth.CORPUS_GRAPHS`) is
+    reached through its factory in `footnote.server.aegra_app`, which re-checks the run's
+    context in the process that runs it, whichever route started the run."""
     app_file = _installed_file("footnote.server.aegra_app")
-    indexer_file = _installed_file("footnote.graph.indexer")
     data = {
         "graphs": {
             GRAPH_ID: f"{app_file}:make_graph",
-            "indexer": f"{indexer_file}:graph",
-            "library": f"{indexer_file}:library",
+            "indexer": f"{app_file}:make_indexer",
+            "library": f"{app_file}:make_library",
         },
         "auth": {"path": auth_path},
         "http": {"app": f"{app_file}:app", "cors": CORS},
@@ -105,6 +116,11 @@ def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
     target = directory / "aegra.json"
     target.write_text(json.dumps(data, indent=2), encoding="utf-8")
     return target
+
+
+LOG_FORMATS = ("console", "json")
+UPLOAD_DIR_ENV = "FOOTNOTE_UPLOAD_DIR"
+"""Where the indexer keeps uploaded files (`footnote.graph.indexer.IndexerContext`)."""
 
 
 def replica_environment(
@@ -117,6 +133,7 @@ def replica_environment(
     port: int,
     migrate: bool,
     base: Mapping[str, str] | None = None,
+    log_format: str = "console",
 ) -> dict[str, str]:
     """Everything one replica reads: Footnote's settings plus Aegra's."""
     env = server_environment(index_dir=index_dir)
@@ -137,9 +154,17 @@ def replica_environment(
             "PORT": str(port),
             "CRON_ENABLED": "false",
             "ENABLE_PROMETHEUS_METRICS": "false",
+            **_REPLICA_LOG_FORMAT[log_format],
         }
     )
     return env
+
+
+_REPLICA_LOG_FORMAT = {
+    "console": {"ENV_MODE": "LOCAL"},
+    "json": {"ENV_MODE": "PRODUCTION"},
+}
+"""Aegra's structlog renders JSON lines unless ENV_MODE is LOCAL (coloured console text)."""
 
 
 def replica_command(python: str, *, host: str, port: int) -> list[str]:
@@ -163,13 +188,18 @@ class Replica:
     url: str
     log: Path
     process: subprocess.Popen[bytes]
+    port: int = 0
+    started_at: float = field(default_factory=time.monotonic)
 
 
-def wait_ready(replica: Replica, timeout_s: float = 180.0) -> None:
-    """Poll GET /ready; ProductionError with the log's tail if it exits or stalls."""
+def wait_ready(
+    replica: Replica, timeout_s: float = 180.0, stop: threading.Event | None = None
+) -> None:
+    """Poll GET /ready; ProductionError with the log's tail if it exits or stalls (or the
+    deployment is told to stop meanwhile)."""
     import httpx
 
-    pause = threading.Event()
+    pause = stop or threading.Event()
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         if replica.process.poll() is not None:
@@ -182,7 +212,8 @@ def wait_ready(replica: Replica, timeout_s: float = 180.0) -> None:
                 return
         except httpx.HTTPError:
             pass
-        pause.wait(0.3)
+        if pause.wait(0.3):
+            raise ProductionError(f"replica {replica.url}: stopping before it was ready")
     raise ProductionError(f"replica {replica.url} not ready after {timeout_s:.0f} s")
 
 
@@ -208,18 +239,42 @@ def check_refuses(url: str) -> None:
             )
 
 
+Echo = Callable[[str], None]
+"""Where a replica's output goes besides its log file (the launcher's stdout)."""
+
+
 def start_replica(
-    python: str, *, env_for: Mapping[str, str], host: str, port: int, log: Path, cwd: Path
+    python: str,
+    *,
+    env_for: Mapping[str, str],
+    host: str,
+    port: int,
+    log: Path,
+    cwd: Path,
+    echo: Echo | None = None,
 ) -> Replica:
-    with log.open("ab") as sink:
+    """One replica, its output appended to `log` (and handed line by line to `echo`)."""
+    command = replica_command(python, host=host, port=port)
+    if echo is None:
+        with log.open("ab") as sink:
+            process = subprocess.Popen(
+                command, env=dict(env_for), cwd=cwd, stdout=sink, stderr=subprocess.STDOUT
+            )
+    else:
         process = subprocess.Popen(
-            replica_command(python, host=host, port=port),
-            env=dict(env_for),
-            cwd=cwd,
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+            command, env=dict(env_for), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
-    return Replica(f"http://{host if host != '0.0.0.0' else LOOPBACK}:{port}", log, process)
+        threading.Thread(target=_tee, args=(process, log, echo), daemon=True).start()
+    return Replica(f"http://{host if host != '0.0.0.0' else LOOPBACK}:{port}", log, process, port)
+
+
+def _tee(process: subprocess.Popen[bytes], log: Path, echo: Echo) -> None:
+    assert process.stdout is not None
+    with log.open("ab") as sink:
+        for line in process.stdout:
+            sink.write(line)
+            sink.flush()
+            echo(line.decode("utf-8", "replace").rstrip("\n"))
 
 
 DRAIN_S = 100.0
@@ -246,7 +301,9 @@ class LocalRedis:
 
 
 def start_redis(directory: Path) -> LocalRedis:
-    """A `redis-server` on a free loopback port, in-memory only."""
+    """A `redis-server` on a free loopback port, in-memory only, that answers only a client
+    that sends its generated password (`requirepass`, kept in a mode-600 config file, never
+    on a command line another local user could read)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise ProductionError(
@@ -254,26 +311,41 @@ def start_redis(directory: Path) -> LocalRedis:
             "pass --redis-url"
         )
     port = free_port()
-    options = ["--port", str(port), "--bind", LOOPBACK, "--save", "", "--appendonly", "no"]
-    with (directory / "redis.log").open("ab") as sink:
-        process = subprocess.Popen(
-            [binary, *options, "--dir", str(directory), "--protected-mode", "yes"],
-            stdout=sink,
-            stderr=subprocess.STDOUT,
+    password = secrets.token_urlsafe(32)
+    config = directory / "redis.conf"
+    config.unlink(missing_ok=True)
+    descriptor = os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as sink:
+        sink.write(
+            f"port {port}\nbind {LOOPBACK}\nprotected-mode yes\nrequirepass {password}\n"
+            f'save ""\nappendonly no\ndir "{directory}"\n'
         )
+    with (directory / "redis.log").open("ab") as sink:
+        process = subprocess.Popen([binary, str(config)], stdout=sink, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
             raise ProductionError(f"redis-server exited:\n{log_tail(directory / 'redis.log')}")
         try:
             with socket.create_connection((LOOPBACK, port), timeout=1) as sock:
-                sock.sendall(b"PING\r\n")
-                if sock.recv(16).startswith(b"+PONG"):
-                    return LocalRedis(f"redis://{LOOPBACK}:{port}/0", process)
+                sock.sendall(f"AUTH {password}\r\nPING\r\n".encode())
+                if b"+PONG" in _read_replies(sock, 2):
+                    return LocalRedis(f"redis://:{password}@{LOOPBACK}:{port}/0", process)
         except OSError:
             time.sleep(0.1)
     stop_server(process)
     raise ProductionError("redis-server did not answer within 30 s")
+
+
+def _read_replies(sock: socket.socket, count: int) -> bytes:
+    """What the server said until `count` reply lines have come (or it stopped talking)."""
+    received = b""
+    while received.count(b"\r\n") < count:
+        chunk = sock.recv(256)
+        if not chunk:
+            break
+        received += chunk
+    return received
 
 
 @dataclass
@@ -287,23 +359,92 @@ class Deployment:
     env: dict[str, str] = field(default_factory=dict)
     """The environment the replicas were started with (less host, port, migrations)."""
     python: str = ""
+    echo: Echo | None = None
 
     def stop(self) -> None:
-        """Stop every replica (SIGTERM, each drains its runs)."""
+        """Stop every replica at once (SIGTERM: each drains its runs), then wait for all."""
+        for replica in self.replicas:
+            if replica.process.poll() is None:
+                replica.process.terminate()
         for replica in self.replicas:
             stop_replica(replica.process)
 
+    def _start(self, log: Path, host: str, port: int) -> Replica:
+        env = {**self.env, "HOST": host, "PORT": str(port), "RUN_MIGRATIONS_ON_STARTUP": "false"}
+        return start_replica(
+            self.python,
+            env_for=env,
+            host=host,
+            port=port,
+            log=log,
+            cwd=self.config.parent,
+            echo=self.echo,
+        )
+
     def add_replica(self, log: Path, host: str = LOOPBACK, port: int = 0) -> Replica:
         """Start one more replica (no migrations: the first one ran them)."""
-        port = port or free_port(host)
-        env = {**self.env, "HOST": host, "PORT": str(port), "RUN_MIGRATIONS_ON_STARTUP": "false"}
-        replica = start_replica(
-            self.python, env_for=env, host=host, port=port, log=log, cwd=self.config.parent
-        )
+        replica = self._start(log, host, port or free_port(host))
         self.replicas.append(replica)
         wait_ready(replica)
         check_refuses(replica.url)
         return replica
+
+    def restart(self, dead: Replica, stop: threading.Event | None = None) -> Replica:
+        """A new replica in `dead`'s place (its port and log), put in service only when it
+        is ready and refuses callers without credentials; ProductionError if not."""
+        host = self.env.get("HOST", LOOPBACK)
+        replica = self._start(dead.log, host, dead.port)
+        self.replicas[self.replicas.index(dead)] = replica
+        try:
+            wait_ready(replica, stop=stop)
+            check_refuses(replica.url)
+        except ProductionError:
+            stop_replica(replica.process, timeout_s=10)
+            raise
+        return replica
+
+
+Say = Callable[[str, str], None]
+"""The launcher's own log lines: (level, message)."""
+
+RESTART_BACKOFF_S = (1.0, 2.0, 5.0, 10.0, 30.0)
+"""Pauses before restarting a replica that keeps dying; back to the first once it has
+served for HEALTHY_S."""
+HEALTHY_S = 60.0
+
+
+def supervise(deployment: Deployment, stop: threading.Event, say: Say) -> None:
+    """Until `stop` is set: restart each replica that exits, after a pause that grows while
+    it keeps dying (logged), while the other replicas go on serving."""
+    failures: dict[int, int] = {}
+    due: dict[int, float] = {}
+    while not stop.wait(0.5):
+        for replica in list(deployment.replicas):
+            code = replica.process.poll()
+            if code is None:
+                if time.monotonic() - replica.started_at > HEALTHY_S:
+                    failures.pop(replica.port, None)
+                continue
+            if replica.port not in due:
+                count = failures.get(replica.port, 0)
+                pause = RESTART_BACKOFF_S[min(count, len(RESTART_BACKOFF_S) - 1)]
+                failures[replica.port] = count + 1
+                due[replica.port] = time.monotonic() + pause
+                say(
+                    "warning",
+                    f"replica {replica.url} exited with {code}; restarting it in {pause:g} s "
+                    f"(the others keep serving; log: {replica.log})",
+                )
+            if time.monotonic() < due[replica.port]:
+                continue
+            del due[replica.port]
+            try:
+                started = deployment.restart(replica, stop)
+            except ProductionError as exc:
+                if not stop.is_set():
+                    say("error", f"replica {replica.url} did not come back: {exc}")
+                continue
+            say("info", f"replica {started.url} restarted (pid {started.process.pid})")
 
 
 @contextmanager
@@ -320,20 +461,31 @@ def running_deployment(
     extra_env: Mapping[str, str] | None = None,
     inherit_credentials: bool = True,
     auth_path: str = AUTH_PATH,
+    database_dir: Path | None = None,
+    log_dir: Path | None = None,
+    log_format: str = "console",
+    echo: Echo | None = None,
 ) -> Iterator[Deployment]:
     """Start `replicas` replicas (and a local PostgreSQL / Redis where no URL is given),
     refuse to yield unless each refuses an unauthenticated probe; stop everything by PID.
     `inherit_credentials=False`: the operator's FOOTNOTE_API_KEYS / JWT settings in this
-    environment are not passed on (tests), only those in `extra_env`."""
+    environment are not passed on (tests), only those in `extra_env`.
+    `database_dir`: the trial PostgreSQL's folder, kept on exit (None: a temporary one,
+    deleted). `log_dir`: where replica logs go (default `workdir`)."""
     python = production_python(python)
     workdir.mkdir(parents=True, exist_ok=True)
+    logs = log_dir or workdir
+    logs.mkdir(parents=True, exist_ok=True)
     config = write_config(workdir, auth_path)
     with ExitStack() as stack:
         if not database_url:
             from footnote.server.local_postgres import start_server
             from footnote.server.local_postgres import stop_server as stop_pg
 
-            pg = start_server()
+            try:
+                pg = start_server(folder=database_dir)
+            except RuntimeError as exc:
+                raise ProductionError(f"the trial PostgreSQL did not start: {exc}") from None
             stack.callback(stop_pg, pg)
             database_url = pg.url
         if not redis_url:
@@ -349,16 +501,17 @@ def running_deployment(
             port=0,
             migrate=True,
             base=extra_env,
+            log_format=log_format,
         )
         if not inherit_credentials:  # a test's replicas know only the credentials it gives
             for name in CREDENTIAL_SETTINGS:
                 if name not in (extra_env or {}):
                     env.pop(name, None)
-        deployment = Deployment([], database_url, redis_url, config, env, python)
+        deployment = Deployment([], database_url, redis_url, config, env, python, echo)
         stack.callback(deployment.stop)
         for number in range(replicas):
             port = ports[number] if number < len(ports) else free_port(host)
-            log = workdir / f"replica-{number + 1}.log"
+            log = logs / f"replica-{number + 1}.log"
             if number == 0:  # runs the migrations; the others wait for it
                 first = start_replica(
                     python,
@@ -367,6 +520,7 @@ def running_deployment(
                     port=port,
                     log=log,
                     cwd=workdir,
+                    echo=echo,
                 )
                 deployment.replicas.append(first)
                 wait_ready(first)
@@ -374,6 +528,13 @@ def running_deployment(
             else:
                 deployment.add_replica(log, host, port)
         yield deployment
+
+
+def default_data_dir() -> Path:
+    """Where a trial deployment keeps its database and logs: the user's Footnote folder."""
+    from footnote.models.embedding_choice import state_dir
+
+    return state_dir() / "production"
 
 
 def add_production_options(parser: argparse.ArgumentParser) -> None:
@@ -392,13 +553,32 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         default=os.environ.get("DATABASE_URL", ""),
         metavar="POSTGRESQL_URL",
         help="threads, runs and checkpoints (default: $DATABASE_URL; unset: a local trial "
-        "PostgreSQL, deleted on exit)",
+        "PostgreSQL kept in --data-dir)",
     )
     group.add_argument(
         "--redis-url",
         default=os.environ.get("REDIS_URL", ""),
         metavar="REDIS_URL",
-        help="the run queue and event bus (default: $REDIS_URL; unset: a local redis-server)",
+        help="the run queue and event bus (default: $REDIS_URL; unset: a local redis-server "
+        "with a generated password)",
+    )
+    group.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="the trial PostgreSQL and the logs (default: $FOOTNOTE_STATE_DIR/production, "
+        "else ~/.local/state/footnote/production)",
+    )
+    group.add_argument(
+        "--ephemeral",
+        action="store_true",
+        help="the trial PostgreSQL in a temporary folder, deleted on exit",
+    )
+    group.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="console",
+        help="how the launcher and the replicas write their logs (stdout and <data-dir>/logs)",
     )
     group.add_argument(
         "--python",
@@ -407,8 +587,39 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def launcher_log(log_format: str, stream: IO[str]) -> tuple[Say, Echo]:
+    """The launcher's own lines and the replicas' lines, to `stream`, one per line (JSON
+    objects with `--log-format json`); thread-safe, since each replica's output has a thread."""
+    lock = threading.Lock()
+
+    def write(line: str) -> None:
+        with lock:
+            stream.write(line + "\n")
+            stream.flush()
+
+    def as_json(level: str, logger: str, message: str) -> str:
+        now = datetime.now(UTC).isoformat(timespec="milliseconds")
+        return json.dumps({"timestamp": now, "level": level, "logger": logger, "event": message})
+
+    def say(level: str, message: str) -> None:
+        if log_format == "json":
+            write(as_json(level, "footnote.launcher", message))
+        else:
+            write(f"footnote: {message}" if level != "info" else message)
+
+    def echo(line: str) -> None:
+        """A replica's line; in JSON mode, one Aegra printed before its JSON logging was set
+        up (plain text) is wrapped, so every line on stdout is one JSON object."""
+        if log_format == "json" and not line.startswith("{"):
+            line = as_json("info", "aegra", line)
+        write(line)
+
+    return say, echo
+
+
 def cmd_serve_production(args: argparse.Namespace) -> int:
-    """Start the deployment, print where it serves, and stop it on SIGTERM / Ctrl-C."""
+    """Start the deployment, say where it serves, restart replicas that die, and stop it
+    (draining) on SIGTERM / Ctrl-C, exiting 0."""
     import signal
 
     from footnote.server.langgraph_dev import available_port
@@ -419,7 +630,11 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
         return 2
     first = available_port(args.host, args.port)
     ports = tuple([first] + [available_port(args.host, first + n) for n in range(1, args.replicas)])
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    say, echo = launcher_log(args.log_format, sys.stdout)
+    data_dir: Path = (args.data_dir or default_data_dir()).resolve()
     workdir = Path(tempfile.mkdtemp(prefix="footnote-production-"))
     try:
         with running_deployment(
@@ -431,26 +646,34 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             python=args.python,
             host=args.host,
             ports=ports,
+            database_dir=None if args.ephemeral else data_dir / "postgres",
+            # Uploaded files are sources `sync` reads again: kept beside the database.
+            extra_env={UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads")},
+            log_dir=data_dir / "logs",
+            log_format=args.log_format,
+            echo=echo,
         ) as deployment:
             for replica in deployment.replicas:
-                print(f"Footnote replica: {replica.url}  (log: {replica.log})")
-            print(f"Chat page: {deployment.replicas[0].url}/ui  (index: {args.index})")
-            print(
+                say("info", f"Footnote replica: {replica.url}  (log: {replica.log})")
+            say("info", f"Chat page: {deployment.replicas[0].url}/ui  (index: {args.index})")
+            say(
+                "info",
                 f"PostgreSQL: {redact(deployment.database_url)}  "
-                f"Redis: {redact(deployment.redis_url)}"
+                f"Redis: {redact(deployment.redis_url)}",
             )
             if not args.database_url:
-                print("Trial database: threads are deleted when this command stops.")
-            sys.stdout.flush()
-            while all(r.process.poll() is None for r in deployment.replicas):
-                threading.Event().wait(1.0)
-            dead = [r for r in deployment.replicas if r.process.poll() is not None]
-            print(f"footnote: replica {dead[0].url} exited; stopping", file=sys.stderr)
-            return 1
+                say(
+                    "info",
+                    "Trial database: deleted when this command stops (--ephemeral)."
+                    if args.ephemeral
+                    else f"Trial database: kept in {data_dir / 'postgres'}.",
+                )
+            supervise(deployment, stop, say)
+            say("info", "stopping: each replica finishes its runs (up to 100 s)")
+        say("info", "stopped")
+        return 0
     except ProductionError as exc:
-        print(f"footnote: {exc}", file=sys.stderr)
+        say("error", str(exc))
         return 2
-    except KeyboardInterrupt:
-        return 130
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
