@@ -18,6 +18,12 @@ import numpy as np
 
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
+from footnote.ingest.context import (
+    DEFAULT_CONTEXT,
+    ContextSettings,
+    chunk_contexts,
+    recorded_context,
+)
 from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
 from footnote.ingest.parsers import is_supported, parse_bytes
@@ -337,6 +343,7 @@ def ingest(
     *,
     embeddings: EmbeddingsSetting = "",
     settings: ChunkSettings | None = None,
+    context: ContextSettings | None = None,
     default_access: list[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_chunks: int = DEFAULT_MAX_CHUNKS,
@@ -360,6 +367,7 @@ def ingest(
         roots,
         embeddings=embeddings,
         settings=settings,
+        context=context,
         default_access=default_access,
         max_bytes=max_bytes,
         max_chunks=max_chunks,
@@ -381,6 +389,7 @@ def update_index(
     why_deleted: str = "",
     embeddings: EmbeddingsSetting = "",
     settings: ChunkSettings | None = None,
+    context: ContextSettings | None = None,
     default_access: list[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_chunks: int = DEFAULT_MAX_CHUNKS,
@@ -393,7 +402,8 @@ def update_index(
     longer give (and whatever `owned` names besides), and publish atomically under the
     writer lock. `documents` holds ready candidates for `documents:` roots; `remember`
     records `roots` in the index's sources, `unread` records roots without reading them,
-    `forget` drops ids from them."""
+    `forget` drops ids from them. `context` (default: what the index was built with, else
+    `DEFAULT_CONTEXT`) is what each chunk is embedded and keyword-indexed with."""
     created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
@@ -408,6 +418,9 @@ def update_index(
         if default_access is None:
             recorded = live.manifest.get("default_access") if live is not None else None
             default_access = list(recorded or DEFAULT_ACCESS)
+        if context is None:
+            context = recorded_context(live.manifest if live is not None else None)
+        context = context or DEFAULT_CONTEXT
         manifest_settings: dict[str, Any] = {
             "embedding": {
                 "model": model.model_id,
@@ -415,12 +428,15 @@ def update_index(
                 "max_tokens": model.max_tokens,
             },
             "chunking": settings.to_dict(),
+            "context": context.to_dict(),
             "default_access": default_access,
         }
         previous = None if rebuild else live
         if previous is not None and (
             previous.manifest["embedding"] != manifest_settings["embedding"]
             or previous.manifest.get("chunking") != manifest_settings["chunking"]
+            # Every chunk of a version has the same context: a change redoes them all.
+            or recorded_context(previous.manifest) != context
             or previous.manifest.get("default_access") != default_access
         ):
             if previous.manifest["embedding"]["model"] != model.model_id:
@@ -551,6 +567,9 @@ def update_index(
                         doc, date=file_date(doc.date, item.mtime()), access=access
                     )
                     check_chunks(chunks, max_chunks, claimed)
+                    contexts = chunk_contexts(doc.title, [c.text for c in chunks], context)
+                    for chunk, situated in zip(chunks, contexts, strict=True):
+                        chunk.context = situated
             except (ParseError, TimeBudgetExceeded) as exc:
                 summary.failed[source] = str(exc)
                 return None
@@ -712,9 +731,7 @@ def update_index(
                         summary.unchanged.remove(source)
                         claimed.difference_update(ids)
                         record = files.pop(source)
-                        again = chunk_file(
-                            unchanged, source, unchanged.read(), record.sha256, True
-                        )
+                        again = chunk_file(unchanged, source, unchanged.read(), record.sha256, True)
                         embed_pending()
                         entries = spool.take(source) if again and again.spooled else []
                 summary.chunks += len(entries)

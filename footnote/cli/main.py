@@ -28,6 +28,7 @@ a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 def cmd_ingest(args: argparse.Namespace) -> int:
     from footnote.cli.console import ProgressPrinter
     from footnote.ingest.chunking import ChunkSettings
+    from footnote.ingest.context import ContextSettings
     from footnote.ingest.pipeline import ingest
     from footnote.store.types import IndexError_
 
@@ -40,6 +41,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             args.index,
             embeddings=args.embeddings,
             settings=settings,
+            context=ContextSettings.parse(args.context) if args.context else None,
             default_access=args.default_access.split(",") if args.default_access else None,
             max_bytes=args.max_bytes,
             max_chunks=args.max_chunks,
@@ -175,6 +177,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)"
+    )
+    p.add_argument(
+        "--context",
+        choices=("none", "offline"),
+        default=None,
+        help="what each chunk is embedded and keyword-indexed with besides its headings: "
+        "offline = an extractive summary of its document and its neighbours' key terms "
+        "(default: what the index was built with, else none; a change re-embeds, through "
+        "the cache; see docs/evaluation.md)",
     )
     p.add_argument(
         "--max-bytes", type=int, default=20_000_000, help="per file: refuse larger files"
