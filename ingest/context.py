@@ -74,6 +74,8 @@ def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
     raw = manifest.get("context")
     if raw is None:
         return NO_CONTEXT
+    if not isinstance(raw, dict):
+        raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}")
     try:
         known = {k: raw[k] for k in ContextSettings.__dataclass_fields__ if k in raw}
         settings = ContextSettings(**known)
