@@ -1,4 +1,4 @@
-"""Contextual retrieval on pyfaq-core and debfaq: each chunk with and without its document's context.
+"""Contextual retrieval on pyfaq-core and debfaq: chunks with and without document context.
 
     python benchmarks/build_pyfaq.py --only faq tutorial reference using extending \\
         --out benchmarks/data/pyfaq-core
@@ -110,13 +110,18 @@ def ingest_variant(
 
 
 def measure(
-    dataset_dir: Path, index: str, variant: str, back: dict[tuple[str, str], str], limit: int | None
+    dataset_dir: Path,
+    index: str,
+    variant: str,
+    back: dict[tuple[str, str], str],
+    limit: int | None,
+    stages: list[str],
 ) -> dict[str, dict[str, float]]:
     from ranx import Qrels, Run, evaluate
 
     dataset = load_beir(dataset_dir)
     retriever = Retriever.open(index, context=VARIANTS[variant])
-    runners = default_runners(retriever, STAGES, DEPTH)
+    runners = default_runners(retriever, stages, DEPTH)
     queries = list(dataset.queries.items())[:limit]
     qrels = Qrels({qid: dataset.qrels[qid] for qid, _ in queries})
     out: dict[str, dict[str, float]] = {}
@@ -150,7 +155,7 @@ def table(result: dict[str, Any]) -> str:
         "| stage | context | MRR@10 | R@10 | top-20 failures | failures cut (vs none) |",
         "|---|---|---:|---:|---:|---:|",
     ]
-    for stage in STAGES:
+    for stage in result["stages"]:
         for variant in variants:
             s = result["variants"][variant]["stages"][stage]
             cut = ""
@@ -175,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="+", default=["none", "offline"], choices=list(VARIANTS)
     )
     parser.add_argument("--limit-queries", type=int, default=None, metavar="N")
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
     parser.add_argument(
         "--fresh", action="store_true", help="delete the cached indexes first (times a full ingest)"
     )
@@ -187,12 +193,15 @@ def main(argv: list[str] | None = None) -> int:
             "dataset": dataset_dir.resolve().name,
             "queries": len(list(load_beir(dataset_dir).queries)[: args.limit_queries]),
             "pages": len(candidates),
+            "stages": args.stages,
             "variants": {},
         }
         for variant in args.variants:
             print(f"{result['dataset']}: ingest with context {variant}", file=sys.stderr)
             ingested = ingest_variant(dataset_dir, variant, candidates, args.fresh)
-            stages = measure(dataset_dir, ingested["index"], variant, back, args.limit_queries)
+            stages = measure(
+                dataset_dir, ingested["index"], variant, back, args.limit_queries, args.stages
+            )
             result["variants"][variant] = {
                 "settings": dataclasses.asdict(VARIANTS[variant]),
                 "ingest": ingested,

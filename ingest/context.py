@@ -26,8 +26,8 @@ from typing import Any, Literal
 from footnote.store.text import STOPWORDS, split_sentences
 from footnote.store.types import IndexMismatch
 
-ContextKind = Literal["none", "offline"]
-KINDS: tuple[ContextKind, ...] = ("none", "offline")
+ContextKind = Literal["none", "offline", "model"]
+KINDS: tuple[ContextKind, ...] = ("none", "offline", "model")
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*[A-Za-z0-9]|[A-Za-z]")
 _MIN_SENTENCE_WORDS = 5
@@ -40,6 +40,9 @@ class ContextSettings:
     holds chunks of two kinds and a change re-embeds (through the embedding cache)."""
 
     kind: ContextKind = "none"
+    model: str = ""
+    """For `model`: the chat model that writes each context (`provider:model`), see
+    `ingest.model_context`."""
     summary_sentences: int = 2
     """Sentences of the document's extractive summary: its lead, then the most central."""
     neighbour_terms: int = 4
@@ -54,10 +57,15 @@ class ContextSettings:
 
     @classmethod
     def parse(cls, value: str) -> ContextSettings:
-        """`none` or `offline` (the command line's `--context`)."""
-        if value not in KINDS:
-            raise ValueError(f"unknown context {value!r}: choose one of {', '.join(KINDS)}")
-        return cls(kind=value)  # type: ignore[arg-type]
+        """`none`, `offline` or a chat model's `provider:model` (the command line's
+        `--context`)."""
+        if value in ("none", "offline"):
+            return cls(kind=value)  # type: ignore[arg-type]
+        if ":" in value.strip(":") or "/" in value.strip("/"):
+            return cls(kind="model", model=value)
+        raise ValueError(
+            f"unknown context {value!r}: choose none, offline or a chat model's provider:model"
+        )
 
 
 NO_CONTEXT = ContextSettings()
@@ -81,7 +89,11 @@ def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
         settings = ContextSettings(**known)
     except (TypeError, KeyError) as exc:
         raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}") from exc
-    if settings.kind not in KINDS or not all(
+    if (
+        settings.kind not in KINDS
+        or not isinstance(settings.model, str)
+        or (settings.kind == "model") != bool(settings.model)
+    ) or not all(
         isinstance(getattr(settings, n), int) and not isinstance(getattr(settings, n), bool)
         for n in ("summary_sentences", "neighbour_terms", "document_terms", "method")
     ):
@@ -95,14 +107,19 @@ def check_context(manifest: dict[str, Any], root: str, wanted: ContextSettings |
     built = recorded_context(manifest)
     if wanted is not None and built != wanted:
         raise IndexMismatch(
-            f"index {root} was built with context {built.kind if built else '?'!r}, but "
-            f"{wanted.kind!r} was requested: ingest again with `--context {wanted.kind}`"
+            f"index {root} was built with context {_name(built)!r}, but "
+            f"{_name(wanted)!r} was requested: ingest again with `--context {_name(wanted)}`"
         )
 
 
+def _name(settings: ContextSettings | None) -> str:
+    return "?" if settings is None else settings.model or settings.kind
+
+
 def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) -> list[str | None]:
-    """One context per chunk text of one document, in order (None for no context)."""
-    if settings.kind == "none" or not texts:
+    """One context per chunk text of one document, in order (None for no context); a
+    model's contexts are written by `ingest.model_context` instead."""
+    if settings.kind != "offline" or not texts:
         return [None] * len(texts)
     chunk_words = [_content_words(text) for text in texts]
     spread = Counter(w for words in chunk_words for w in set(words))

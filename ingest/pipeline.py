@@ -26,6 +26,7 @@ from footnote.ingest.context import (
 )
 from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
+from footnote.ingest.model_context import ContextFailed, ContextUsage, ModelContexts
 from footnote.ingest.parsers import is_supported, parse_bytes
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.ingest.spool import FreshSpool
@@ -74,9 +75,12 @@ class IngestSummary:
     """Distinct texts sent to the model; the other chunks' vectors came from the cache."""
     version: str | None = None
     index: str = ""
+    context: ContextUsage | None = None
+    """With a context model: its requests, tokens and cost."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **({"context": self.context.to_dict()} if self.context is not None else {}),
             "index": self.index,
             "version": self.version,
             "added": len(self.added),
@@ -431,6 +435,9 @@ def update_index(
             "context": context.to_dict(),
             "default_access": default_access,
         }
+        writer = ModelContexts(context.model, cache) if context.kind == "model" else None
+        if writer is not None:
+            summary.context = writer.usage
         previous = None if rebuild else live
         if previous is not None and (
             previous.manifest["embedding"] != manifest_settings["embedding"]
@@ -567,9 +574,16 @@ def update_index(
                         doc, date=file_date(doc.date, item.mtime()), access=access
                     )
                     check_chunks(chunks, max_chunks, claimed)
-                    contexts = chunk_contexts(doc.title, [c.text for c in chunks], context)
+                    texts = [c.text for c in chunks]
+                    contexts = (
+                        writer.contexts(digest, doc.title, texts, [c.section for c in chunks])
+                        if writer is not None
+                        else chunk_contexts(doc.title, texts, context)
+                    )
                     for chunk, situated in zip(chunks, contexts, strict=True):
                         chunk.context = situated
+            except ContextFailed:
+                raise  # the provider failed: the whole run stops, nothing is published
             except (ParseError, TimeBudgetExceeded) as exc:
                 summary.failed[source] = str(exc)
                 return None
