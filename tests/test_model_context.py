@@ -12,6 +12,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -190,8 +191,14 @@ def test_a_killed_ingest_resumes_without_asking_again(
     model is asked only for the chunks it had not finished."""
     docs, index = corpus(tmp_path / "docs", pages=8), tmp_path / "index"
 
+    answered, killed = [0], threading.Event()
+
     def slow(body: dict[str, Any]) -> Reply:
-        time.sleep(0.15)
+        """Ten answers, then none until the run is killed: it cannot finish first."""
+        answered[0] += 1
+        if answered[0] > 10:
+            killed.wait(30)
+        time.sleep(0.05)
         return situate(body)
 
     stub.default = slow
@@ -218,10 +225,12 @@ def test_a_killed_ingest_resumes_without_asking_again(
         while len(stub.chat_requests) < 10 and time.monotonic() < deadline:
             assert process.poll() is None, "ingest ended before it could be killed"
             time.sleep(0.02)
+        time.sleep(1.0)  # the answered documents' contexts reach the cache
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.kill()
         process.wait()
+        killed.set()
     assert not (index / "CURRENT").exists()  # killed before publishing
     asked_before = len(stub.chat_requests)
     texts = [
