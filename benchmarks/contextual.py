@@ -175,7 +175,7 @@ def table(result: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("datasets", nargs="+", type=Path, help="BEIR folders")
+    parser.add_argument("datasets", nargs="*", type=Path, help="BEIR folders")
     parser.add_argument(
         "--variants", nargs="+", default=["none", "offline"], choices=list(VARIANTS)
     )
@@ -185,7 +185,27 @@ def main(argv: list[str] | None = None) -> int:
         "--fresh", action="store_true", help="delete the cached indexes first (times a full ingest)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--tables",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="print the tables of earlier --json results (variants run apart are merged)",
+    )
     args = parser.parse_args(argv)
+    if args.tables:
+        merged: dict[str, dict[str, Any]] = {}
+        for path in args.tables:
+            for result in json.loads(path.read_text(encoding="utf-8")):
+                into = merged.setdefault(result["dataset"], {**result, "variants": {}})
+                into["variants"].update(result["variants"])
+        for result in merged.values():
+            order = ["none", *(v for v in result["variants"] if v != "none")]
+            found = result["variants"]
+            result["variants"] = {v: found[v] for v in order if v in found}
+            print(table(result) + "\n")
+        return 0
     results = []
     for dataset_dir in args.datasets:
         candidates, back = page_documents(dataset_dir)
