@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
@@ -41,6 +42,7 @@ from footnote.ingest.roots import SourceRoot
 from footnote.tools.retrieval import Retriever
 from footnote.tools.stages import STAGES
 
+REPO = Path(__file__).resolve().parents[1]
 DEPTH = 100
 METRICS = ("mrr@10", "recall@10", "recall@20")
 VARIANTS: dict[str, ContextSettings] = {
@@ -55,12 +57,31 @@ VARIANTS: dict[str, ContextSettings] = {
 """`offline` is what `--context offline` builds; the others take it apart."""
 
 
-def page_documents(dataset_dir: Path) -> tuple[list[Candidate], dict[tuple[str, str], str]]:
-    """One candidate per corpus page, and (page, section anchor) -> corpus id."""
+SMOLLM2 = ContextSettings(kind="model", model="openai:smollm2")
+"""The real local model of the test set-up (tests/llama_server.py), on a sample (--sample-pages)."""
+
+
+def sampled(dataset_dir: Path, sample_pages: int | None) -> tuple[dict[str, Any], set[str]]:
+    """The corpus by page (the first `sample_pages` pages holding a judged answer, or all),
+    and the judged queries whose answer is among them."""
     dataset = load_beir(dataset_dir)
     pages: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
     for doc_id, passage in dataset.corpus.items():
         pages[doc_id.split("#", 1)[0]].append((doc_id, passage))
+    if sample_pages:
+        judged = {d.split("#", 1)[0] for q in dataset.qrels.values() for d in q}
+        kept = [p for p in pages if p in judged][:sample_pages]
+        pages = defaultdict(list, {p: pages[p] for p in kept})
+    ids = {doc_id for passages in pages.values() for doc_id, _ in passages}
+    queries = {q for q, judged in dataset.qrels.items() if set(judged) <= ids}
+    return pages, queries
+
+
+def page_documents(
+    dataset_dir: Path, sample_pages: int | None = None
+) -> tuple[list[Candidate], dict[tuple[str, str], str]]:
+    """One candidate per corpus page, and (page, section anchor) -> corpus id."""
+    pages, _ = sampled(dataset_dir, sample_pages)
     root = "documents:contextual-benchmark"
     back: dict[tuple[str, str], str] = {}
     candidates = []
@@ -88,9 +109,11 @@ def page_documents(dataset_dir: Path) -> tuple[list[Candidate], dict[tuple[str, 
 
 
 def ingest_variant(
-    dataset_dir: Path, variant: str, candidates: list[Candidate], fresh: bool
+    dataset_dir: Path, variant: str, candidates: list[Candidate], fresh: bool, sample: int | None
 ) -> dict[str, Any]:
-    index = dataset_dir / ".footnote-contextual" / variant
+    index = (
+        dataset_dir / ".footnote-contextual" / (f"{variant}-sample{sample}" if sample else variant)
+    )
     if fresh and index.exists():
         shutil.rmtree(index)
     root = SourceRoot(id=candidates[0].root, kind="documents", label="bench")
@@ -106,6 +129,7 @@ def ingest_variant(
         "chunks": summary.chunks,
         "embedded_texts": summary.embedded_texts,
         "ingest_seconds": round(seconds, 1),
+        **({"context_model": summary.context.to_dict()} if summary.context else {}),
     }
 
 
@@ -116,13 +140,14 @@ def measure(
     back: dict[tuple[str, str], str],
     limit: int | None,
     stages: list[str],
+    judged: set[str],
 ) -> dict[str, dict[str, float]]:
     from ranx import Qrels, Run, evaluate
 
     dataset = load_beir(dataset_dir)
     retriever = Retriever.open(index, context=VARIANTS[variant])
     runners = default_runners(retriever, stages, DEPTH)
-    queries = list(dataset.queries.items())[:limit]
+    queries = [(q, text) for q, text in dataset.queries.items() if q in judged][:limit]
     qrels = Qrels({qid: dataset.qrels[qid] for qid, _ in queries})
     out: dict[str, dict[str, float]] = {}
     for stage, runner in runners.items():
@@ -180,6 +205,18 @@ def main(argv: list[str] | None = None) -> int:
         "--variants", nargs="+", default=["none", "offline"], choices=list(VARIANTS)
     )
     parser.add_argument("--limit-queries", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--sample-pages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the first N pages holding an answer, and their queries (for a slow model)",
+    )
+    parser.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="also the `smollm2` variant: SmolLM2-135M in llama.cpp (tests/llama_server.py)",
+    )
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
     parser.add_argument(
         "--fresh", action="store_true", help="delete the cached indexes first (times a full ingest)"
@@ -206,21 +243,54 @@ def main(argv: list[str] | None = None) -> int:
             result["variants"] = {v: found[v] for v in order if v in found}
             print(table(result) + "\n")
         return 0
+    server = None
+    if args.smollm2:
+        sys.path.insert(0, str(REPO))
+        from tests.llama_server import start_server
+
+        server = start_server(threads=2, n_ctx=4096)
+        os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="local")
+        # SmolLM2 reads 4,096 tokens: a page longer than ~8,000 characters goes as its
+        # outline and the chunk's neighbours.
+        os.environ.setdefault("FOOTNOTE_CONTEXT_DOCUMENT_CHARS", "8000")
+        os.environ.setdefault("FOOTNOTE_EMBED_CONCURRENCY", "1")
+        VARIANTS["smollm2"] = SMOLLM2
+        args.variants.append("smollm2")
+    try:
+        return run(args)
+    finally:
+        if server is not None:
+            from tests.llama_server import stop_server
+
+            stop_server(server)
+
+
+def run(args: argparse.Namespace) -> int:
     results = []
     for dataset_dir in args.datasets:
-        candidates, back = page_documents(dataset_dir)
+        candidates, back = page_documents(dataset_dir, args.sample_pages)
+        _, judged = sampled(dataset_dir, args.sample_pages)
         result: dict[str, Any] = {
-            "dataset": dataset_dir.resolve().name,
-            "queries": len(list(load_beir(dataset_dir).queries)[: args.limit_queries]),
+            "dataset": dataset_dir.resolve().name
+            + (f" (sample: {args.sample_pages} pages)" if args.sample_pages else ""),
+            "queries": len(list(judged)[: args.limit_queries]),
             "pages": len(candidates),
             "stages": args.stages,
             "variants": {},
         }
         for variant in args.variants:
             print(f"{result['dataset']}: ingest with context {variant}", file=sys.stderr)
-            ingested = ingest_variant(dataset_dir, variant, candidates, args.fresh)
+            ingested = ingest_variant(
+                dataset_dir, variant, candidates, args.fresh, args.sample_pages
+            )
             stages = measure(
-                dataset_dir, ingested["index"], variant, back, args.limit_queries, args.stages
+                dataset_dir,
+                ingested["index"],
+                variant,
+                back,
+                args.limit_queries,
+                args.stages,
+                judged,
             )
             result["variants"][variant] = {
                 "settings": dataclasses.asdict(VARIANTS[variant]),

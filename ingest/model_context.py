@@ -48,7 +48,8 @@ INSTRUCTIONS = (
 DOCUMENT = "<document>\n{document}\n</document>"
 CHUNK = "Here is the chunk to situate within the document:\n<chunk>\n{chunk}\n</chunk>"
 MAX_DOCUMENT_CHARS = 60_000
-"""About 15,000 tokens: a longer document is sent as its outline and the chunk's neighbours."""
+"""About 15,000 tokens: a longer document is sent as its outline and the chunk's neighbours
+($FOOTNOTE_CONTEXT_DOCUMENT_CHARS for a model that reads less)."""
 MAX_CONTEXT_CHARS = 600
 COST_ENV = "FOOTNOTE_CONTEXT_COST"
 """`INPUT,OUTPUT[,CACHED]`: dollars per million tokens, so ingest can report a cost."""
@@ -125,13 +126,15 @@ class ModelContexts:
         cache: EmbeddingCache,
         *,
         settings: ProviderSettings | None = None,
-        max_document_chars: int = MAX_DOCUMENT_CHARS,
+        max_document_chars: int | None = None,
         chat: Any = None,
     ) -> None:
         self.spec = spec
         self.cache = cache
         self.settings = settings or ProviderSettings.from_env()
-        self.max_document_chars = max_document_chars
+        self.max_document_chars = max_document_chars or int(
+            os.environ.get("FOOTNOTE_CONTEXT_DOCUMENT_CHARS") or MAX_DOCUMENT_CHARS
+        )
         self.usage = ContextUsage()
         self._counting = threading.Lock()  # requests finish on several threads
         self._chat = chat
