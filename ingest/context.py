@@ -71,7 +71,7 @@ class ContextSettings:
 NO_CONTEXT = ContextSettings()
 DEFAULT_CONTEXT = NO_CONTEXT
 """What an index is built with unless told: see docs/evaluation.md, "Contextual retrieval"
-(the offline context did not measure better on both corpora)."""
+(the offline context measured worse on both corpora)."""
 
 
 def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
