@@ -18,8 +18,15 @@ import numpy as np
 
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.chunking import Chunker, ChunkSettings
+from footnote.ingest.context import (
+    DEFAULT_CONTEXT,
+    ContextSettings,
+    chunk_contexts,
+    recorded_context,
+)
 from footnote.ingest.documents import ParseError
 from footnote.ingest.limits import FileBudget, TimeBudgetExceeded
+from footnote.ingest.model_context import ContextFailed, ContextUsage, ModelContexts
 from footnote.ingest.parsers import parse_bytes, unsupported_reason
 from footnote.ingest.roots import SourceRoot, merge_roots, now, read_roots, root_for
 from footnote.ingest.spool import FreshSpool
@@ -69,9 +76,12 @@ class IngestSummary:
     """Distinct texts sent to the model; the other chunks' vectors came from the cache."""
     version: str | None = None
     index: str = ""
+    context: ContextUsage | None = None
+    """With a context model: its requests, tokens and cost."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            **({"context": self.context.to_dict()} if self.context is not None else {}),
             "index": self.index,
             "version": self.version,
             "added": len(self.added),
@@ -338,6 +348,7 @@ def ingest(
     *,
     embeddings: EmbeddingsSetting = "",
     settings: ChunkSettings | None = None,
+    context: ContextSettings | None = None,
     default_access: list[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_chunks: int = DEFAULT_MAX_CHUNKS,
@@ -361,6 +372,7 @@ def ingest(
         roots,
         embeddings=embeddings,
         settings=settings,
+        context=context,
         default_access=default_access,
         max_bytes=max_bytes,
         max_chunks=max_chunks,
@@ -400,6 +412,7 @@ def update_index(
     why_deleted: str = "",
     embeddings: EmbeddingsSetting = "",
     settings: ChunkSettings | None = None,
+    context: ContextSettings | None = None,
     default_access: list[str] | None = None,
     max_bytes: int = DEFAULT_MAX_BYTES,
     max_chunks: int = DEFAULT_MAX_CHUNKS,
@@ -414,7 +427,9 @@ def update_index(
     they add to or update what those roots gave before, rather than replacing it); `remember`
     records `roots` in the index's sources, `unread` records roots without reading them,
     `forget` drops ids from them. `allow_private` lets URL roots reach private addresses
-    (True), forbids it (False), or, None, leaves it to each root's remembered setting."""
+    (True), forbids it (False), or, None, leaves it to each root's remembered setting.
+    `context` (default: what the index was built with, else `DEFAULT_CONTEXT`) is what each
+    chunk is embedded and keyword-indexed with."""
     created = not is_postgres(index_dir) and not Path(index_dir).exists()
     backend = open_writer(index_dir)
     index_dir = index_dir if is_postgres(index_dir) else Path(index_dir)
@@ -428,6 +443,9 @@ def update_index(
         remembered = read_roots(kept)
         if default_access is None:
             default_access = list(kept.get("default_access") or DEFAULT_ACCESS)
+        if context is None:
+            context = recorded_context(kept or None)
+        context = context or DEFAULT_CONTEXT
         manifest_settings: dict[str, Any] = {
             "embedding": {
                 "model": model.model_id,
@@ -435,12 +453,18 @@ def update_index(
                 "max_tokens": model.max_tokens,
             },
             "chunking": settings.to_dict(),
+            "context": context.to_dict(),
             "default_access": default_access,
         }
+        writer = ModelContexts(context.model, cache) if context.kind == "model" else None
+        if writer is not None:
+            summary.context = writer.usage
         previous = None if rebuild else live
         if previous is not None and (
             previous.manifest["embedding"] != manifest_settings["embedding"]
             or previous.manifest.get("chunking") != manifest_settings["chunking"]
+            # Every chunk of a version has the same context: a change redoes them all.
+            or recorded_context(previous.manifest) != context
             or previous.manifest.get("default_access") != default_access
         ):
             if previous.manifest["embedding"]["model"] != model.model_id:
@@ -573,6 +597,16 @@ def update_index(
                         doc, date=file_date(doc.date, item.mtime()), access=access
                     )
                     check_chunks(chunks, max_chunks, claimed)
+                    texts = [c.text for c in chunks]
+                    contexts = (
+                        writer.contexts(digest, doc.title, texts, [c.section for c in chunks])
+                        if writer is not None
+                        else chunk_contexts(doc.title, texts, context)
+                    )
+                    for chunk, situated in zip(chunks, contexts, strict=True):
+                        chunk.context = situated
+            except ContextFailed:
+                raise  # the provider failed: the whole run stops, nothing is published
             except (ParseError, TimeBudgetExceeded) as exc:
                 summary.failed[source] = str(exc)
                 return None
@@ -734,9 +768,7 @@ def update_index(
                         summary.unchanged.remove(source)
                         claimed.difference_update(ids)
                         record = files.pop(source)
-                        again = chunk_file(
-                            unchanged, source, unchanged.read(), record.sha256, True
-                        )
+                        again = chunk_file(unchanged, source, unchanged.read(), record.sha256, True)
                         embed_pending()
                         entries = spool.take(source) if again and again.spooled else []
                 summary.chunks += len(entries)

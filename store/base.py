@@ -38,7 +38,7 @@ class PreviousState:
     `partial` (the second argument), which skips the missing ones."""
 
 
-REMEMBERED_KEYS = ("sources", "default_access", "embedding", "chunking")
+REMEMBERED_KEYS = ("sources", "default_access", "embedding", "chunking", "context")
 """What a manifest holds that a rebuild needs again: the sources to read and how."""
 
 

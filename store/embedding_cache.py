@@ -160,8 +160,18 @@ class EmbeddingCache:
 
     def get(self, keys: Sequence[bytes], dimension: int) -> dict[bytes, np.ndarray]:
         """The cached vectors among `keys` (each checked), marked as used by this run."""
+        return {
+            key: np.frombuffer(raw, dtype="<f4").astype(np.float32)
+            for key, raw in self.get_raw(keys).items()
+            if len(raw) == dimension * 4  # same key, other dimension: only by a clash
+        }
+
+    def get_raw(self, keys: Sequence[bytes]) -> dict[bytes, bytes]:
+        """The stored bytes among `keys` (each checked), marked as used by this run: a
+        vector, or another entry kept beside the vectors (a model-written chunk context,
+        under keys of its own, see `ingest.model_context`), checked and pruned alike."""
         run = self.run_number()
-        found: dict[bytes, np.ndarray] = {}
+        found: dict[bytes, bytes] = {}
         unique = list(dict.fromkeys(keys))
         for start in range(0, len(unique), _BATCH):
             batch = unique[start : start + _BATCH]
@@ -176,9 +186,7 @@ class EmbeddingCache:
                     key, vector = bytes(key), bytes(vector)
                     if not hmac.compare_digest(bytes(checksum), _check(key, vector)):
                         raise self._damaged("holds an entry that fails its checksum")
-                    if len(vector) != dimension * 4:
-                        continue  # same key, other dimension: cannot happen short of a clash
-                    found[key] = np.frombuffer(vector, dtype="<f4").astype(np.float32)
+                    found[key] = vector
                     hits.append(key)
                 if hits:
                     marks = ",".join([self._param] * len(hits))
@@ -190,11 +198,13 @@ class EmbeddingCache:
 
     def put(self, keys: Sequence[bytes], vectors: np.ndarray) -> None:
         """Store vectors (row i for keys[i]) in one committed transaction."""
+        array = np.asarray(vectors, dtype="<f4")
+        self.put_raw(keys, [vector.tobytes() for vector in array])
+
+    def put_raw(self, keys: Sequence[bytes], values: Sequence[bytes]) -> None:
+        """Store bytes (values[i] for keys[i]) in one committed transaction."""
         run = self.run_number()
-        rows = []
-        for key, vector in zip(keys, np.asarray(vectors, dtype="<f4"), strict=True):
-            raw = vector.tobytes()
-            rows.append((key, raw, _check(key, raw), run))
+        rows = [(key, raw, _check(key, raw), run) for key, raw in zip(keys, values, strict=True)]
         if not rows:
             return
         p = self._param

@@ -400,9 +400,11 @@ def chunk_problem(chunk: Chunk) -> str | None:
     strings = (chunk.id, chunk.text, chunk.source, chunk.title, chunk.section)
     if not all(isinstance(s, str) for s in strings):
         raise TypeError("a text field is not a string")
-    optional = {"anchor": chunk.anchor, "url": chunk.url, "date": chunk.date}
+    optional = {
+        "anchor": chunk.anchor, "url": chunk.url, "date": chunk.date, "context": chunk.context
+    }  # fmt: skip
     if any(v is not None and not isinstance(v, str) for v in optional.values()):
-        return "a malformed anchor, url or date"
+        return "a malformed anchor, url, date or context"
     if chunk.page is not None and (not isinstance(chunk.page, int) or isinstance(chunk.page, bool)):
         return "a malformed page"
     lines = chunk.lines

@@ -221,5 +221,8 @@ def heading_prefix(title: str, section: str) -> str:
 
 
 def embedding_text(chunk: Chunk) -> str:
-    """What the models see for a chunk: where it sits, then what it says."""
-    return f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"
+    """What the models see for a chunk: where it sits, what it says, then its context in
+    the document if it has one. The context comes last so that, when the whole does not fit
+    the embedding model, truncation drops context and never the chunk's own words."""
+    text = f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"
+    return f"{text}\n{chunk.context}" if chunk.context else text

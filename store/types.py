@@ -115,6 +115,9 @@ class Chunk:
     access: list[str] | None = None
     """Groups allowed to see this chunk. None or malformed means nobody but an admin."""
     metadata: dict[str, Any] = field(default_factory=dict)
+    context: str | None = None
+    """What situates the chunk in its document (see `ingest.context`): embedded and
+    keyword-indexed with the text, never quoted as it."""
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -22,6 +22,7 @@ from typing import Any, Generic, Literal, TypeVar
 
 import numpy as np
 
+from footnote.ingest.context import ContextSettings, check_context
 from footnote.models.embedding_choice import (
     EmbeddingsSetting,
     embeddings_for_index,
@@ -49,13 +50,20 @@ class Retriever(Generic[S]):
         self.embeddings = embeddings
 
     @classmethod
-    def open(cls, location: str | Path, embeddings: EmbeddingsSetting = "") -> Retriever[Any]:
+    def open(
+        cls,
+        location: str | Path,
+        embeddings: EmbeddingsSetting = "",
+        context: ContextSettings | None = None,
+    ) -> Retriever[Any]:
         """Open the live version and its embedding model (a name or an `Embeddings` object),
-        refusing a model the index was not built with."""
+        refusing a model the index was not built with, a malformed context record, and a
+        `context` other than the one it was built with when one is asked for."""
         reader = open_reader(location)
         built_with = str(reader.manifest["embedding"]["model"])
         model = embeddings_for_index(embeddings, built_with, str(location))
         check_embeddings(reader.manifest, reader.location, model.model_id, model.dimension)
+        check_context(reader.manifest, str(reader.location), context)
         return Retriever(reader, model)
 
     @property

@@ -28,6 +28,7 @@ a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 def cmd_ingest(args: argparse.Namespace) -> int:
     from footnote.cli.console import ProgressPrinter
     from footnote.ingest.chunking import ChunkSettings
+    from footnote.ingest.context import ContextSettings
     from footnote.ingest.pipeline import ingest
     from footnote.store.types import IndexError_
 
@@ -35,11 +36,17 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     if args.chunk_tokens:
         settings = ChunkSettings(target_tokens=args.chunk_tokens)
     try:
+        context = ContextSettings.parse(args.context) if args.context else None
+    except ValueError as exc:
+        print(f"footnote: {exc}", file=sys.stderr)
+        return 2
+    try:
         summary = ingest(
             args.paths,
             args.index,
             embeddings=args.embeddings,
             settings=settings,
+            context=context,
             default_access=args.default_access.split(",") if args.default_access else None,
             max_bytes=args.max_bytes,
             max_chunks=args.max_chunks,
@@ -70,6 +77,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             f"{result['failed']} failed, {result['skipped']} skipped; {summary.chunks} chunks "
             f"({summary.embedded_chunks} embedded)"
         )
+        if "context" in result:
+            used = result["context"]
+            cost = f", ${used['cost_usd']}" if used["cost_usd"] is not None else ""
+            print(
+                f"  contexts: {used['requests']} written, {used['cached_contexts']} cached; "
+                f"{used['input_tokens']} input tokens ({used['cache_read_tokens']} from the "
+                f"prompt cache), {used['output_tokens']} output{cost}"
+            )
         for error in result["errors"]:
             print(f"  failed: {error['source']}: {error['error']}")
         for item in result["restrictions"]:
@@ -174,6 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--chunk-tokens", type=int, default=0, help="target chunk body size in tokens (default 200)"
+    )
+    p.add_argument(
+        "--context",
+        "--context-model",
+        default=None,
+        metavar="none|offline|PROVIDER:MODEL",
+        help="what each chunk is embedded and keyword-indexed with besides its headings: "
+        "offline = an extractive summary of its document and its neighbours' key terms; "
+        "PROVIDER:MODEL = a chat model writes a short context per new or changed chunk "
+        "(cached, resumable) (default: what the index was built with, else none; a change "
+        "re-embeds through the cache; see docs/evaluation.md)",
     )
     p.add_argument(
         "--max-bytes", type=int, default=20_000_000, help="per file: refuse larger files"

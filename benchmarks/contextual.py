@@ -1,0 +1,308 @@
+"""Contextual retrieval on pyfaq-core and debfaq: chunks with and without document context.
+
+    python benchmarks/build_pyfaq.py --only faq tutorial reference using extending \\
+        --out benchmarks/data/pyfaq-core
+    python benchmarks/build_debfaq.py
+    nice -n 10 python benchmarks/contextual.py benchmarks/data/pyfaq-core benchmarks/data/debfaq \\
+        [--variants none offline] [--json out.json]
+
+`footnote eval` writes each passage as its own file, so a passage has no document around it
+and a document-aware context would have nothing to say. Here each corpus page (the part of a
+passage id before `#`) is one document again, its passages its sections in corpus order,
+with no headings (the builders strip them, since an FAQ heading is its own query) and the
+page title as the title. Without context a chunk's embedded text is then exactly what
+`footnote eval` embeds (title, then text); each variant differs only in the context
+(`ingest.context`). Every variant is ingested into its own index in the dataset folder
+(`.footnote-contextual/VARIANT`, cached: a second run re-embeds nothing), timed, then every
+retrieval stage is run over every judged query and scored with ranx: MRR@10, recall@10 and
+the top-20 failure rate (1 - recall@20), Anthropic's measure. A passage ranks where its
+best chunk ranks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+import warnings
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from footnote.evaluation.retrieval import default_runners, load_beir
+from footnote.ingest.candidates import Candidate
+from footnote.ingest.context import ContextSettings
+from footnote.ingest.documents import ParsedDocument, Section
+from footnote.ingest.pipeline import update_index
+from footnote.ingest.roots import SourceRoot
+from footnote.tools.retrieval import Retriever
+from footnote.tools.stages import STAGES
+
+REPO = Path(__file__).resolve().parents[1]
+DEPTH = 100
+METRICS = ("mrr@10", "recall@10", "recall@20")
+VARIANTS: dict[str, ContextSettings] = {
+    "none": ContextSettings(kind="none"),
+    "offline": ContextSettings(kind="offline"),
+    "offline-summary": ContextSettings(kind="offline", neighbour_terms=0),
+    "offline-neighbours": ContextSettings(kind="offline", summary_sentences=0),
+    "offline-terms": ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8
+    ),
+}
+"""`offline` is what `--context offline` builds; the others take it apart."""
+
+
+SMOLLM2 = ContextSettings(kind="model", model="openai:smollm2")
+"""The real local model of the test set-up (tests/llama_server.py), on a sample (--sample-pages)."""
+
+
+def sampled(dataset_dir: Path, sample_pages: int | None) -> tuple[dict[str, Any], set[str]]:
+    """The corpus by page (the first `sample_pages` pages holding a judged answer, or all),
+    and the judged queries whose answer is among them."""
+    dataset = load_beir(dataset_dir)
+    pages: dict[str, list[tuple[str, dict[str, str]]]] = defaultdict(list)
+    for doc_id, passage in dataset.corpus.items():
+        pages[doc_id.split("#", 1)[0]].append((doc_id, passage))
+    if sample_pages:
+        judged = {d.split("#", 1)[0] for q in dataset.qrels.values() for d in q}
+        kept = [p for p in pages if p in judged][:sample_pages]
+        pages = defaultdict(list, {p: pages[p] for p in kept})
+    ids = {doc_id for passages in pages.values() for doc_id, _ in passages}
+    queries = {q for q, judged in dataset.qrels.items() if set(judged) <= ids}
+    return pages, queries
+
+
+def page_documents(
+    dataset_dir: Path, sample_pages: int | None = None
+) -> tuple[list[Candidate], dict[tuple[str, str], str]]:
+    """One candidate per corpus page, and (page, section anchor) -> corpus id."""
+    pages, _ = sampled(dataset_dir, sample_pages)
+    root = "documents:contextual-benchmark"
+    back: dict[tuple[str, str], str] = {}
+    candidates = []
+    for page, passages in pages.items():
+        title = " ".join(passages[0][1]["title"].split()) or page
+        sections = []
+        for i, (doc_id, passage) in enumerate(passages):
+            anchor = f"p{i}"
+            back[(page, anchor)] = doc_id
+            sections.append(Section(text=passage["text"], anchor=anchor))
+        data = json.dumps([title, [s.text for s in sections]]).encode("utf-8")
+        document = ParsedDocument(source=page, title=title, sections=sections)
+        candidates.append(
+            Candidate(
+                root=root,
+                origin=page,
+                name=page,
+                label="bench",
+                read=lambda data=data: data,  # type: ignore[misc]
+                parse=lambda _data, _source, document=document: document,  # type: ignore[misc]
+                mtime=lambda: 0.0,
+            )
+        )
+    return candidates, back
+
+
+def ingest_variant(
+    dataset_dir: Path, variant: str, candidates: list[Candidate], fresh: bool, sample: int | None
+) -> dict[str, Any]:
+    index = (
+        dataset_dir / ".footnote-contextual" / (f"{variant}-sample{sample}" if sample else variant)
+    )
+    if fresh and index.exists():
+        shutil.rmtree(index)
+    root = SourceRoot(id=candidates[0].root, kind="documents", label="bench")
+    started = time.perf_counter()
+    summary = update_index(
+        index, [root], documents={root.id: candidates}, context=VARIANTS[variant]
+    )
+    seconds = time.perf_counter() - started
+    if summary.failed:
+        raise SystemExit(f"{variant}: {len(summary.failed)} pages failed: {summary.failed}")
+    return {
+        "index": str(index),
+        "chunks": summary.chunks,
+        "embedded_texts": summary.embedded_texts,
+        "ingest_seconds": round(seconds, 1),
+        **({"context_model": summary.context.to_dict()} if summary.context else {}),
+    }
+
+
+def measure(
+    dataset_dir: Path,
+    index: str,
+    variant: str,
+    back: dict[tuple[str, str], str],
+    limit: int | None,
+    stages: list[str],
+    judged: set[str],
+) -> dict[str, dict[str, float]]:
+    from ranx import Qrels, Run, evaluate
+
+    dataset = load_beir(dataset_dir)
+    retriever = Retriever.open(index, context=VARIANTS[variant])
+    runners = default_runners(retriever, stages, DEPTH)
+    queries = [(q, text) for q, text in dataset.queries.items() if q in judged][:limit]
+    qrels = Qrels({qid: dataset.qrels[qid] for qid, _ in queries})
+    out: dict[str, dict[str, float]] = {}
+    for stage, runner in runners.items():
+        run: dict[str, dict[str, float]] = {}
+        for qid, query in queries:
+            ranked: dict[str, float] = {}
+            for hit in runner(query):
+                doc_id = back.get((hit.chunk.source, hit.chunk.anchor or ""))
+                if doc_id is not None and doc_id not in ranked:
+                    ranked[doc_id] = float(DEPTH - len(ranked))
+            run[qid] = ranked or {"(nothing)": 0.0}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            scores = evaluate(qrels, Run(run), list(METRICS), make_comparable=True)
+        assert isinstance(scores, dict)
+        out[stage] = {
+            "mrr@10": round(float(scores["mrr@10"]), 4),
+            "recall@10": round(float(scores["recall@10"]), 4),
+            "failure@20": round(1 - float(scores["recall@20"]), 4),
+        }
+    return out
+
+
+def table(result: dict[str, Any]) -> str:
+    variants = list(result["variants"])
+    base = result["variants"].get("none")
+    lines = [
+        f"{result['dataset']}: {result['queries']} queries",
+        "",
+        "| stage | context | MRR@10 | R@10 | top-20 failures | failures cut (vs none) |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for stage in result["stages"]:
+        for variant in variants:
+            s = result["variants"][variant]["stages"][stage]
+            cut = ""
+            if base is not None and variant != "none":
+                before = base["stages"][stage]["failure@20"]
+                cut = f"{(before - s['failure@20']) / before:.0%}" if before else ""
+            lines.append(
+                f"| {stage} | {variant} | {s['mrr@10']:.3f} | {s['recall@10']:.3f} | "
+                f"{s['failure@20']:.3f} | {cut} |"
+            )
+    lines += ["", "| context | chunks | ingest s (embedding everything) |", "|---|---:|---:|"]
+    for variant in variants:
+        v = result["variants"][variant]["ingest"]
+        lines.append(f"| {variant} | {v['chunks']} | {v['ingest_seconds']} |")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("datasets", nargs="*", type=Path, help="BEIR folders")
+    parser.add_argument(
+        "--variants", nargs="+", default=["none", "offline"], choices=list(VARIANTS)
+    )
+    parser.add_argument("--limit-queries", type=int, default=None, metavar="N")
+    parser.add_argument(
+        "--sample-pages",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only the first N pages holding an answer, and their queries (for a slow model)",
+    )
+    parser.add_argument(
+        "--smollm2",
+        action="store_true",
+        help="also the `smollm2` variant: SmolLM2-135M in llama.cpp (tests/llama_server.py)",
+    )
+    parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES))
+    parser.add_argument(
+        "--fresh", action="store_true", help="delete the cached indexes first (times a full ingest)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the results here")
+    parser.add_argument(
+        "--tables",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="print the tables of earlier --json results (variants run apart are merged)",
+    )
+    args = parser.parse_args(argv)
+    if args.tables:
+        merged: dict[str, dict[str, Any]] = {}
+        for path in args.tables:
+            for result in json.loads(path.read_text(encoding="utf-8")):
+                into = merged.setdefault(result["dataset"], {**result, "variants": {}})
+                into["variants"].update(result["variants"])
+        for result in merged.values():
+            order = ["none", *(v for v in result["variants"] if v != "none")]
+            found = result["variants"]
+            result["variants"] = {v: found[v] for v in order if v in found}
+            print(table(result) + "\n")
+        return 0
+    server = None
+    if args.smollm2:
+        sys.path.insert(0, str(REPO))
+        from tests.llama_server import start_server
+
+        server = start_server(threads=2, n_ctx=4096)
+        os.environ.update(OPENAI_BASE_URL=server.base_url, OPENAI_API_KEY="local")
+        # SmolLM2 reads 4,096 tokens: a page longer than ~8,000 characters goes as its
+        # outline and the chunk's neighbours.
+        os.environ.setdefault("FOOTNOTE_CONTEXT_DOCUMENT_CHARS", "8000")
+        os.environ.setdefault("FOOTNOTE_EMBED_CONCURRENCY", "1")
+        VARIANTS["smollm2"] = SMOLLM2
+        args.variants.append("smollm2")
+    try:
+        return run(args)
+    finally:
+        if server is not None:
+            from tests.llama_server import stop_server
+
+            stop_server(server)
+
+
+def run(args: argparse.Namespace) -> int:
+    results = []
+    for dataset_dir in args.datasets:
+        candidates, back = page_documents(dataset_dir, args.sample_pages)
+        _, judged = sampled(dataset_dir, args.sample_pages)
+        result: dict[str, Any] = {
+            "dataset": dataset_dir.resolve().name
+            + (f" (sample: {args.sample_pages} pages)" if args.sample_pages else ""),
+            "queries": len(list(judged)[: args.limit_queries]),
+            "pages": len(candidates),
+            "stages": args.stages,
+            "variants": {},
+        }
+        for variant in args.variants:
+            print(f"{result['dataset']}: ingest with context {variant}", file=sys.stderr)
+            ingested = ingest_variant(
+                dataset_dir, variant, candidates, args.fresh, args.sample_pages
+            )
+            stages = measure(
+                dataset_dir,
+                ingested["index"],
+                variant,
+                back,
+                args.limit_queries,
+                args.stages,
+                judged,
+            )
+            result["variants"][variant] = {
+                "settings": dataclasses.asdict(VARIANTS[variant]),
+                "ingest": ingested,
+                "stages": stages,
+            }
+        results.append(result)
+        print(table(result) + "\n", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
