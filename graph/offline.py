@@ -28,6 +28,7 @@ _REFERRING_START = re.compile(
 )
 """A sentence opening like this leans on the one before; quoting it alone misleads."""
 
+
 def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     """A different query for the next round: pseudo-relevance feedback from the candidates."""
     return expand_query(query, [c["document"].page_content for c in candidates])
