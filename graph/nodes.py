@@ -212,6 +212,12 @@ class AnswerNodes:
             calls += 1
             if decided is None:
                 notices.append(notice)
+            elif not self._may_skip_search(decided, state, earlier):
+                notices.append(
+                    f"The model planned to {decided.action} without searching; Footnote "
+                    "searched, as the message asks about the documents."
+                )
+                decided = None
         elif self.chat_model(context) is not None and context.max_model_calls_per_turn == 0:
             notices.append("The model-call budget is 0: this turn was planned offline.")
         if decided is None:
@@ -248,6 +254,27 @@ class AnswerNodes:
             "footnote_notices": notices,
             "footnote_route": [f"plan_turn:{turn}:{len(parts)}"],
         }
+
+    @staticmethod
+    def _may_skip_search(plan: TurnPlan, state: State, earlier: list[str]) -> bool:
+        """A model's plan may skip the search only for a turn the offline rules also see as
+        conversational (a reply), or with one clarifying question: a weak model otherwise
+        "replies" to real questions from its own knowledge."""
+        if plan.action == "search":
+            return True
+        if plan.action == "clarify":
+            reply = plan.reply.strip()
+            return reply.endswith("?") and reply.count("?") == 1 and len(reply) <= 300
+        previous = [m for m in state.messages[:-1] if isinstance(m, AIMessage) and not m.tool_calls]
+        return (
+            planner.conversational_reply(
+                state.question,
+                earlier[-1] if earlier else "",
+                text_of(previous[-1]) if previous else "",
+                state.previous_citations,
+            )
+            is not None
+        )
 
     def _model_plan(
         self, context: Context, state: State, standalone: str
