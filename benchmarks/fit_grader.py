@@ -59,6 +59,9 @@ DEFAULT_FEATURES = ("dense", "coverage")
 """The shipped model's features. Adding the margin, rank and agreement features lifts the top
 candidate of every search (it is always first by rank), so a near miss passes: on the sample
 handbook "What is the parental leave policy?" was answered (docs/evaluation.md)."""
+REPO = Path(__file__).resolve().parents[1]
+HANDBOOK = REPO / "samples" / "handbook"
+HANDBOOK_QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 COMMAND = (
     "python benchmarks/fit_grader.py --dev benchmarks/data/pyfaq-core "
     "--check benchmarks/data/debfaq --write graph/grader.json"
@@ -93,11 +96,48 @@ def collect(dataset_dir: Path, seed: int, share: float) -> dict[str, Any]:
                 "qid": qid,
                 "answerable": answerable,
                 "evidence": evidence,
-                "x": features(candidates),
+                "x": features(candidates, question),
                 "y": labels,
             }
         )
     return {"dataset": prepared.dataset.name, "questions": questions}
+
+
+def collect_handbook(questions_file: Path = HANDBOOK_QUESTIONS) -> dict[str, Any]:
+    """Feature rows for the handbook question set (benchmarks/questions/handbook.json), over
+    an index of samples/handbook made in a temporary directory, each question in its scope."""
+    import tempfile
+
+    from footnote.graph.tools import caller_groups
+    from footnote.ingest.pipeline import ingest
+
+    spec = json.loads(questions_file.read_text(encoding="utf-8"))
+    questions = []
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Path(tmp) / "index"
+        ingest([HANDBOOK], index)
+        asked = [(q, True) for q in spec["answerable"]] + [(q, False) for q in spec["unanswerable"]]
+        for n, (q, answerable) in enumerate(asked):
+            groups = caller_groups(q.get("groups", []), strict=q.get("strict_groups", False))
+            candidates = retrieve_candidates(
+                SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
+                              user_groups=groups),
+                question=q["question"],
+            )  # fmt: skip
+            labels = [
+                answerable and Path(c["document"].metadata["source"]).name == q["gold"]
+                for c in candidates
+            ]
+            questions.append(
+                {
+                    "qid": f"handbook-{n}",
+                    "answerable": answerable,
+                    "evidence": [dict(c["evidence"]) for c in candidates],
+                    "x": features(candidates, q["question"]),
+                    "y": labels,
+                }
+            )
+    return {"dataset": "handbook", "questions": questions}
 
 
 def as_candidates(evidence: list[dict[str, float]]) -> list[Candidate]:

@@ -212,7 +212,7 @@ class AnswerNodes:
             calls += 1
             if decided is None:
                 notices.append(notice)
-            elif not self._may_skip_search(decided, state, earlier):
+            elif not self._may_skip_search(decided, state, earlier, context.max_parts):
                 notices.append(
                     f"The model planned to {decided.action} without searching; Footnote "
                     "searched, as the message asks about the documents."
@@ -256,15 +256,21 @@ class AnswerNodes:
         }
 
     @staticmethod
-    def _may_skip_search(plan: TurnPlan, state: State, earlier: list[str]) -> bool:
+    def _may_skip_search(plan: TurnPlan, state: State, earlier: list[str], max_parts: int) -> bool:
         """A model's plan may skip the search only for a turn the offline rules also see as
-        conversational (a reply), or with one clarifying question: a weak model otherwise
-        "replies" to real questions from its own knowledge."""
+        conversational (a reply), or with one clarifying question about a single question (a
+        question in several parts says what it asks): a weak model otherwise "replies" to
+        real questions from its own knowledge."""
         if plan.action == "search":
             return True
         if plan.action == "clarify":
             reply = plan.reply.strip()
-            return reply.endswith("?") and reply.count("?") == 1 and len(reply) <= 300
+            return (
+                reply.endswith("?")
+                and reply.count("?") == 1
+                and len(reply) <= 300
+                and len(planner.split_question(state.question, max_parts=max_parts)) == 1
+            )
         previous = [m for m in state.messages[:-1] if isinstance(m, AIMessage) and not m.tool_calls]
         return (
             planner.conversational_reply(
@@ -598,7 +604,7 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        fallback = offline_grades(candidates, context.offline_grader)
+        fallback = offline_grades(candidates, context.offline_grader, question)
         if not use_model or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]

@@ -212,6 +212,7 @@ def test_the_draft_is_not_streamed_before_it_is_checked(handbook_index: Path) ->
         {"action": "reply", "reply": "<pre><code>"},
         {"action": "reply", "reply": "Parental leave is 16 weeks; rotate keys at example.com."},
         {"action": "clarify", "reply": "Sure. Parental leave is generous. Keys rotate yearly."},
+        {"action": "clarify", "reply": "Do you mean API keys or SSH keys?"},
     ],
 )
 def test_a_model_that_skips_the_search_for_a_question_is_overruled(
