@@ -9,7 +9,8 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
 - gold cited, fact present, wrongly "not covered" (answerable questions);
 - not covered (near-miss unanswerable questions), and every miss by name.
 
-    python benchmarks/handbook_quality.py [--model provider:model] [--json] [--index DIR]
+    python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
+        [--json] [--index DIR]
 """
 
 from __future__ import annotations
@@ -44,10 +45,12 @@ def ask(graph: Any, question: dict[str, Any], context: dict[str, Any]) -> dict[s
     return out
 
 
-def evaluate(index: Path, model: str) -> dict[str, Any]:
+def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any]:
     questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     graph = make_graph()
-    context = {"index_dir": str(index), "model": model}
+    context: dict[str, Any] = {"index_dir": str(index), "model": model}
+    if offline_grader:
+        context["offline_grader"] = offline_grader
     started = time.perf_counter()
     answerable = []
     for q in questions["answerable"]:
@@ -86,6 +89,7 @@ def evaluate(index: Path, model: str) -> dict[str, Any]:
 
     return {
         "model": model or "offline (extractive)",
+        "offline_grader": offline_grader or "default",
         "answerable": len(answerable),
         "unanswerable": len(unanswerable),
         "answered_right": rate(answerable, "right"),
@@ -102,7 +106,8 @@ def evaluate(index: Path, model: str) -> dict[str, Any]:
 def markdown(result: dict[str, Any]) -> str:
     lines = [
         f"Handbook question set ({result['answerable']} paraphrased answerable, "
-        f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}",
+        f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}, "
+        f"offline grader: {result['offline_grader']}",
         "",
         "| measure | value |",
         "|---|---|",
@@ -124,13 +129,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--index", type=Path, help="an index of samples/handbook to reuse")
+    parser.add_argument("--offline-grader", default="", help="calibrated or linear")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         index = args.index or Path(tmp) / "index"
         if not (index / "manifest.json").exists() and args.index is None:
             ingest([HANDBOOK], index)
-        result = evaluate(index, args.model)
+        result = evaluate(index, args.model, args.offline_grader)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0
 

@@ -53,7 +53,7 @@ _COPULA = {
 """Second words that make the first a subject ("Meals are covered"), not a verb."""
 
 
-def _answers_the_kind(question: str, sentence: str) -> float:
+def answers_the_kind(question: str, sentence: str) -> float:
     """1 when the sentence is the kind of statement the question asks for: a number, a
     duration or a date (grader.answer_type), or an instruction for a "how do I" question."""
     kind = answer_type(question)
@@ -110,7 +110,7 @@ def extractive_answer(
     )
     # Sources come ranked by retrieval; a small prior keeps the answer with the best ones.
     rank_prior = np.array([0.1 / number for number, _, _ in candidates])
-    cue = np.array([_answers_the_kind(question, sentence) for _, _, sentence in candidates])
+    cue = np.array([answers_the_kind(question, sentence) for _, _, sentence in candidates])
     scores = 0.8 * similarity + 0.2 * overlap + rank_prior + ANSWER_CUE_WEIGHT * cue
     order = [int(i) for i in np.argsort(-scores)]
     best = order[0]
