@@ -312,6 +312,5 @@ def _check_type(name: str, value: Any, kind: type) -> None:
     if not ok:
         words = _FIELD_WORDS.get(name, _TYPE_WORDS[kind])
         raise ContextError(
-            f"context field {name!r} must be {words}, not {value!r} "
-            f"({type(value).__name__})"
+            f"context field {name!r} must be {words}, not {value!r} ({type(value).__name__})"
         )

@@ -16,6 +16,8 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -32,9 +34,11 @@ from footnote.tools.documents import linear_score as linear_score
 OfflineGrader = Literal["calibrated", "linear"]
 OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear")
 DEFAULT_OFFLINE_GRADER: OfflineGrader = "linear"
-"""The calibrated model abstains more on unanswerable questions of the dev corpus at fewer
-wrong abstentions, but on the check corpus it wrongly abstains on 7% of answerable questions
-and cites gold less often (docs/evaluation.md), so it is not the default."""
+"""The calibrated model reads the question as well as the scores and answers twice as many
+paraphrased handbook questions at about the same near-miss abstention, but it was fitted on
+that set and on pyfaq-core it cites gold less often and wrongly abstains more (0.117 against
+0.033; docs/evaluation.md, "Calibrated on paraphrases and near misses"), so it is not the
+default."""
 
 FEATURES = (
     "dense",
@@ -44,6 +48,10 @@ FEATURES = (
     "coverage_rank",
     "retrieval_rank",
     "agreement",
+    "dense_z",
+    "source_margin",
+    "entity_overlap",
+    "answer_type",
 )
 """What the grader can compute per candidate, each larger when the chunk looks more relevant:
 its similarity and keyword coverage; its similarity minus the best other candidate's (the gap
@@ -51,7 +59,16 @@ between it and the next); 1 / (1 + rank) by similarity, by coverage and in retri
 (BM25 and dense fused); and the smallest of those three (high only when the signals agree).
 A fitted model uses some of them (`grader.json` names which). No heading feature: in the FAQ
 corpora every section shares its page's title, so a heading match marked the page, not the
-answer, and its fitted weight turned against meaningful headings (docs/evaluation.md)."""
+answer, and its fitted weight turned against meaningful headings (docs/evaluation.md).
+
+Four more read the question and the chunk's text as well (`features(..., question=)`):
+`dense_z`, the similarity relative to the query's own score distribution (scores mean
+something only against each other: a z-score over the candidates); `source_margin`, its
+similarity over the best candidate from another file (a paraphrase finds its document well
+ahead of the rest); `entity_overlap`, the share of the question's names (acronyms, capitals,
+identifiers, numbers) the chunk contains (a near miss shares the topic, not the name: "API
+key" against the on-call rotation); and `answer_type`, 1 when the question wants a number, a
+duration or a date ("how many", "how long", "when") and the chunk has one, or wants none."""
 
 GRADER_FILE = "grader.json"
 
@@ -60,16 +77,24 @@ class GraderFileError(ValueError):
     """The calibrated grader's data file is missing, malformed or not for these features."""
 
 
-def features(candidates: Sequence[Candidate]) -> list[dict[str, float]]:
-    """The features of each candidate, from the candidates of one search, in their order."""
+def features(candidates: Sequence[Candidate], question: str = "") -> list[dict[str, float]]:
+    """The features of each candidate, from the candidates of one search, in their order.
+    Without the question, the question-reading features are neutral (1.0)."""
     dense = [float(c["evidence"]["dense"]) for c in candidates]
     coverage = [float(c["evidence"]["coverage"]) for c in candidates]
     dense_ranks = _ranks(dense)
     coverage_ranks = _ranks(coverage)
+    spread = statistics.pstdev(dense) if len(dense) > 1 else 0.0
+    centre = statistics.fmean(dense) if dense else 0.0
+    sources = [str(c["document"].metadata.get("source", "")) for c in candidates]
+    names = question_names(question)
+    wants = answer_type(question)
     rows = []
     for i in range(len(candidates)):
         others = dense[:i] + dense[i + 1 :]
+        elsewhere = [d for d, s in zip(dense, sources, strict=True) if s != sources[i]]
         ranked = (1 / (1 + dense_ranks[i]), 1 / (1 + coverage_ranks[i]), 1 / (1 + i))
+        text = candidate_text(candidates[i])
         rows.append(
             {
                 "dense": dense[i],
@@ -79,9 +104,74 @@ def features(candidates: Sequence[Candidate]) -> list[dict[str, float]]:
                 "coverage_rank": ranked[1],
                 "retrieval_rank": ranked[2],
                 "agreement": min(ranked),
+                "dense_z": (dense[i] - centre) / spread if spread > 1e-9 else 0.0,
+                "source_margin": dense[i] - max(elsewhere or others or [dense[i]]),
+                "entity_overlap": _share_present(names, text),
+                "answer_type": 1.0 if not wants or has_answer_type(wants, text) else 0.0,
             }
         )
     return rows
+
+
+_NAME = re.compile(r"\b(?:[A-Z]{2,}\w*|\w*\d\w*|\w+[._]\w+|[A-Z][a-z]+[A-Z]\w*)\b")
+"""Acronyms (API, VPN, 2FA), words with digits, dotted or underscored identifiers, CamelCase."""
+_CAPITALISED = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b")
+"""A capitalised word inside a sentence: a product, a place, a person."""
+_ANSWER_TYPES = (
+    ("duration", re.compile(r"^\s*(how long|how often|how soon|how quickly|how far)\b", re.I)),
+    ("number", re.compile(r"^\s*(how (many|much))\b", re.I)),
+    ("date", re.compile(r"^\s*(when|what time|by when|what date)\b", re.I)),
+)
+_NUMBER_WORDS = (
+    r"\b(one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|"
+    r"fifty|hundred|first|second|third|fourth|fifth|half|once|twice|daily|weekly|monthly|"
+    r"yearly|annually|quarterly)\b"
+)
+_HAS = {
+    "number": re.compile(rf"\d|{_NUMBER_WORDS}", re.I),
+    "duration": re.compile(
+        rf"(\d|{_NUMBER_WORDS}).{{0,20}}\b(second|minute|hour|day|week|month|year|quarter)s?\b"
+        r"|\b(daily|weekly|monthly|yearly|annually|immediately|at once|before|after|within)\b",
+        re.I,
+    ),
+    "date": re.compile(
+        r"\d{1,2}:\d{2}|\b(monday|tuesday|wednesday|thursday|friday|saturday|sunday|january|"
+        r"february|march|april|may|june|july|august|september|october|november|december|day|"
+        r"week|month|year|daily|weekly|monthly|yearly|next|before|after|within|until|"
+        r"by the end|from the)\b",
+        re.I,
+    ),
+}
+
+
+def question_names(question: str) -> list[str]:
+    """The names in a question a chunk that answers it would contain (lowercased)."""
+    found = _NAME.findall(question) + _CAPITALISED.findall(question)
+    return list(dict.fromkeys(n.lower() for n in found))
+
+
+def answer_type(question: str) -> str:
+    """What kind of fact the question asks for: number, duration, date, or "" (any)."""
+    return next((kind for kind, cue in _ANSWER_TYPES if cue.search(question)), "")
+
+
+def has_answer_type(kind: str, text: str) -> bool:
+    return bool(_HAS[kind].search(text))
+
+
+def candidate_text(candidate: Candidate) -> str:
+    document = candidate["document"]
+    meta = document.metadata
+    return f"{meta.get('title') or ''} {meta.get('section') or ''} {document.page_content}"
+
+
+def _share_present(names: Sequence[str], text: str) -> float:
+    if not names:
+        return 1.0
+    lowered = text.lower()
+    return sum(bool(re.search(rf"(?<!\w){re.escape(n)}(?!\w)", lowered)) for n in names) / len(
+        names
+    )
 
 
 def _ranks(values: Sequence[float]) -> list[int]:
@@ -101,20 +191,25 @@ class CalibratedGrader:
     bias: float
     threshold: float
     fit: Mapping[str, Any]
+    require_names: bool = False
+    """A chunk that contains none of the question's names (`question_names`) cannot pass: a
+    near miss shares the topic, not the name ("my API key" against the on-call rotation)."""
 
     def probability(self, row: Mapping[str, float]) -> float:
+        if self.require_names and row.get("entity_overlap", 1.0) == 0.0:
+            return 0.0
         z = self.bias + sum(
             w * (float(row[f]) - m) / s
             for f, m, s, w in zip(self.features, self.mean, self.scale, self.weights, strict=True)
         )
         return sigmoid(z)
 
-    def probabilities(self, candidates: Sequence[Candidate]) -> list[float]:
-        return [self.probability(row) for row in features(candidates)]
+    def probabilities(self, candidates: Sequence[Candidate], question: str = "") -> list[float]:
+        return [self.probability(row) for row in features(candidates, question)]
 
-    def grades(self, candidates: Sequence[Candidate]) -> list[float]:
+    def grades(self, candidates: Sequence[Candidate], question: str = "") -> list[float]:
         """The probabilities scaled so that the operating point reads OPERATING_GRADE."""
-        return [recentred(p, self.threshold) for p in self.probabilities(candidates)]
+        return [recentred(p, self.threshold) for p in self.probabilities(candidates, question)]
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -124,6 +219,7 @@ class CalibratedGrader:
             "weights": list(self.weights),
             "bias": self.bias,
             "threshold": self.threshold,
+            "require_names": self.require_names,
             "fit": dict(self.fit),
         }
 
@@ -167,6 +263,9 @@ class CalibratedGrader:
         fit = data.get("fit", {})
         if not isinstance(fit, dict):
             raise GraderFileError(f"{where}: fit must be an object")
+        require_names = data.get("require_names", False)
+        if not isinstance(require_names, bool):
+            raise GraderFileError(f"{where}: require_names must be true or false")
         return cls(
             features=tuple(names),
             mean=vectors["mean"],
@@ -175,6 +274,7 @@ class CalibratedGrader:
             bias=_finite(data["bias"], f"{where}: bias"),
             threshold=threshold,
             fit=fit,
+            require_names=require_names,
         )
 
 
@@ -212,13 +312,15 @@ def shipped_grader() -> CalibratedGrader:
 
 
 def offline_grades(
-    candidates: Sequence[Candidate], grader: OfflineGrader = DEFAULT_OFFLINE_GRADER
+    candidates: Sequence[Candidate],
+    grader: OfflineGrader = DEFAULT_OFFLINE_GRADER,
+    question: str = "",
 ) -> list[float]:
     """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point."""
     check_offline_grader(grader)
     if grader == "linear":
         return [relevance(c) for c in candidates]
-    return shipped_grader().grades(candidates)
+    return shipped_grader().grades(candidates, question)
 
 
 def check_offline_grader(name: Any) -> None:

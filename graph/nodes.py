@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
-from footnote.graph import offline, planner, prompts, support
+from footnote.graph import grounding, offline, planner, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.grader import offline_grades
@@ -193,13 +193,18 @@ class AnswerNodes:
         calls = 0
         standalone, strategy = state.question, "as_asked"
         if model is not None and earlier:  # rewriting a follow-up is not planning: always
-            standalone = self._ask(
-                model,
-                prompts.REWRITE_PROMPT.format(
-                    conversation=conversation_text(state.messages[:-1]), question=state.question
-                ),
-                "rewrite_query",
-            ).strip().strip('"') or state.question
+            standalone = (
+                self._ask(
+                    model,
+                    prompts.REWRITE_PROMPT.format(
+                        conversation=conversation_text(state.messages[:-1]), question=state.question
+                    ),
+                    "rewrite_query",
+                )
+                .strip()
+                .strip('"')
+                or state.question
+            )
             strategy, calls = "llm_rewrite", calls + 1
         decided: TurnPlan | None = None
         if model is not None and context.planner == "model":
@@ -207,6 +212,12 @@ class AnswerNodes:
             calls += 1
             if decided is None:
                 notices.append(notice)
+            elif not self._may_skip_search(decided, state, earlier, context.max_parts):
+                notices.append(
+                    f"The model planned to {decided.action} without searching; Footnote "
+                    "searched, as the message asks about the documents."
+                )
+                decided = None
         elif self.chat_model(context) is not None and context.max_model_calls_per_turn == 0:
             notices.append("The model-call budget is 0: this turn was planned offline.")
         if decided is None:
@@ -243,6 +254,33 @@ class AnswerNodes:
             "footnote_notices": notices,
             "footnote_route": [f"plan_turn:{turn}:{len(parts)}"],
         }
+
+    @staticmethod
+    def _may_skip_search(plan: TurnPlan, state: State, earlier: list[str], max_parts: int) -> bool:
+        """A model's plan may skip the search only for a turn the offline rules also see as
+        conversational (a reply), or with one clarifying question about a single question (a
+        question in several parts says what it asks): a weak model otherwise "replies" to
+        real questions from its own knowledge."""
+        if plan.action == "search":
+            return True
+        if plan.action == "clarify":
+            reply = plan.reply.strip()
+            return (
+                reply.endswith("?")
+                and reply.count("?") == 1
+                and len(reply) <= 300
+                and len(planner.split_question(state.question, max_parts=max_parts)) == 1
+            )
+        previous = [m for m in state.messages[:-1] if isinstance(m, AIMessage) and not m.tool_calls]
+        return (
+            planner.conversational_reply(
+                state.question,
+                earlier[-1] if earlier else "",
+                text_of(previous[-1]) if previous else "",
+                state.previous_citations,
+            )
+            is not None
+        )
 
     def _model_plan(
         self, context: Context, state: State, standalone: str
@@ -566,7 +604,7 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        fallback = offline_grades(candidates, context.offline_grader)
+        fallback = offline_grades(candidates, context.offline_grader, question)
         if not use_model or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]
@@ -607,7 +645,12 @@ class AnswerNodes:
 
     def generate(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """One answer for the turn: each covered part answered from its own evidence, each
-        uncovered part named plainly. Sources are numbered once across the parts."""
+        uncovered part named plainly. Sources are numbered once across the parts.
+
+        Every sentence of a part's draft is accounted for before anything reaches the user
+        (`grounding.py`): kept with the source that supports it, or removed and reported. A
+        part left with no cited sentence is named not covered, with nothing else under it.
+        """
         context = Context.coerce(runtime.context)
         findings = {f["index"]: f for f in state.findings}
         documents: list[Document] = []
@@ -618,25 +661,31 @@ class AnswerNodes:
                     documents.append(doc)
                     numbers[doc.id] = len(documents)
         model = self.chat_model(context, "answer")
-        calls_left = context.max_model_calls_per_turn - state.footnote_model_calls - sum(
-            f["model_calls"] for f in findings.values()
+        calls_left = (
+            context.max_model_calls_per_turn
+            - state.footnote_model_calls
+            - sum(f["model_calls"] for f in findings.values())
         )
         answer_calls = 0
         paragraphs: list[str] = []
+        removed: list[dict[str, Any]] = []
+        recited: list[dict[str, Any]] = []
+        invalid: list[int] = []
         for part in state.plan:
             docs = findings.get(part["index"], _NO_FINDING)["documents"]
-            if not docs:
-                paragraphs.append(
-                    prompts.NOT_COVERED
-                    if len(state.plan) == 1
-                    else prompts.NOT_COVERED_PART.format(question=part["question"])
+            text = ""
+            if docs:
+                use_model = model is not None and answer_calls < calls_left
+                draft = self._answer_part(
+                    context, part["question"], docs, model if use_model else None
                 )
-                continue
-            use_model = model is not None and answer_calls < calls_left
-            text = self._answer_part(context, part["question"], docs, model if use_model else None)
-            answer_calls += 1 if use_model else 0
-            global_numbers = [numbers[d.id] if d.id is not None else 0 for d in docs]
-            text = _renumber(text, global_numbers)
+                answer_calls += 1 if use_model else 0
+                checked = self._ground(draft, docs, context)
+                global_numbers = [numbers[d.id] if d.id is not None else 0 for d in docs]
+                text = _renumber(checked.text, global_numbers)
+                removed += [_renumbered(c, global_numbers) for c in checked.removed]
+                recited += [_renumbered(c, global_numbers, ("was", "now")) for c in checked.recited]
+                invalid += [n for n in checked.invalid if n not in invalid]
             if len(state.plan) == 1:
                 paragraphs.append(text or prompts.NOT_COVERED)
             else:
@@ -645,9 +694,22 @@ class AnswerNodes:
                     prompts.NOT_COVERED_PART.format(question=part["question"])
                 )  # fmt: skip
         answer = "\n\n".join(paragraphs) or prompts.NOT_COVERED
-        if model is None:
-            runtime.stream_writer({"event": "answer", "text": answer})
+        runtime.stream_writer({"event": "answer", "text": answer})
         notices = []
+        if invalid:
+            notices.append(
+                f"Removed citation(s) {', '.join(f'[{n}]' for n in invalid)}: no such source."
+            )
+        if removed:
+            notices.append(
+                f"Removed {len(removed)} claim(s) that the sources do not support: "
+                + "; ".join(f'"{_shortened(c["claim"])}"' for c in removed)
+            )
+        if recited:
+            notices.append(
+                f"Cited {len(recited)} sentence(s) with the source that supports them (their "
+                "citation was missing or named another source)."
+            )
         if model is not None and answer_calls < sum(
             bool(findings.get(p["index"], _NO_FINDING)["documents"]) for p in state.plan
         ):
@@ -656,6 +718,8 @@ class AnswerNodes:
         return {
             "messages": [message],
             "documents": [CLEAR, *documents],
+            "footnote_invalid_citations": invalid,
+            "footnote_unsupported_claims": removed,
             "footnote_searches": sum(f["searches"] for f in findings.values()),
             "footnote_model_calls": state.footnote_model_calls
             + sum(f["model_calls"] for f in findings.values())
@@ -663,6 +727,17 @@ class AnswerNodes:
             "footnote_notices": notices,
             "footnote_route": ["generate"],
         }
+
+    @staticmethod
+    def _ground(draft: str, docs: Sequence[Document], context: Context) -> grounding.Grounded:
+        """The draft with every sentence accounted for, against the index's embeddings and
+        keyword statistics (web sources too: the index was searched before the web was)."""
+        if not draft.strip():
+            return grounding.Grounded(text="")
+        retriever = get_retriever(context.index_dir, context.embeddings)
+        return grounding.ground(
+            draft, docs, embed=retriever.embeddings.embed_array, idf=retriever.idf_weights
+        )
 
     def _answer_part(
         self,
@@ -682,7 +757,10 @@ class AnswerNodes:
                         )
                     ),
                 ],
+                # Not streamed: the draft reaches the user only once every sentence of it
+                # is accounted for (generate), as the checked message.
                 config={
+                    "tags": ["nostream"],
                     "run_name": "generate",
                     "metadata": {**trace_metadata(context), "sources": len(docs)},
                 },
@@ -693,41 +771,19 @@ class AnswerNodes:
         return offline.extractive_answer(question, docs, embeddings)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Drop citations that name no given source, then the cited sentences their sources
-        do not support (`support.py`); list the valid citations and each part's coverage."""
+        """List the answer's citations and each part's coverage. The answer was checked
+        sentence by sentence when it was made (generate); a citation that still names no
+        source is dropped here, so nothing but a given source is ever listed."""
         answer = state.messages[-1]
-        if prompts.NOT_COVERED in text_of(answer) and not _has_citation(text_of(answer)):
-            return {
-                "citations": [],
-                "parts": self._parts(state, []),
-                "footnote_invalid_citations": [],
-                "footnote_unsupported_claims": [],
-                "footnote_route": ["verify_citations"],
-            }
         cleaned, valid, invalid = verify(text_of(answer), state.documents)
-        notices = []
-        if invalid:
-            notices.append(
-                f"Removed citation(s) {', '.join(f'[{n}]' for n in invalid)}: no such source."
-            )
-        checks = self._check_support(cleaned, state.documents, Context.coerce(runtime.context))
-        unsupported = [c.to_dict() for c in checks if not c.supported]
-        if unsupported:
-            cleaned = support.remove_claims(cleaned, checks) or prompts.NOT_COVERED
-            cleaned = _name_emptied_parts(cleaned, state.plan)
-            _, valid, _ = verify(cleaned, state.documents)
-            notices.append(
-                f"Removed {len(unsupported)} claim(s) that the sources they cite do not support."
-            )
         update: dict[str, Any] = {
             "citations": citation_entries(valid, state.documents),
             "parts": self._parts(state, valid),
-            "footnote_invalid_citations": invalid,
-            "footnote_unsupported_claims": unsupported,
+            "footnote_invalid_citations": list(
+                dict.fromkeys([*state.footnote_invalid_citations, *invalid])
+            ),
             "footnote_route": ["verify_citations"],
         }
-        if notices:
-            update["footnote_notices"] = notices
         if cleaned != text_of(answer):
             update["messages"] = [AIMessage(content=cleaned, id=answer.id)]
         return update
@@ -746,20 +802,6 @@ class AnswerNodes:
                 {"question": part["question"], "covered": bool(citations), "citations": citations}
             )
         return parts
-
-    @staticmethod
-    def _check_support(
-        answer: str, documents: Sequence[Document], context: Context
-    ) -> list[support.ClaimCheck]:
-        """The support check with the index's embeddings and keyword statistics (web sources
-        too: the index was searched before the web was). Quotes, every claim of an extractive
-        answer, are confirmed without computing either."""
-        if not support.cited_claims(answer):
-            return []
-        retriever = get_retriever(context.index_dir, context.embeddings)
-        return support.check_claims(
-            answer, documents, embed=retriever.embeddings.embed_array, idf=retriever.idf_weights
-        )
 
     def _ask(self, model: BaseChatModel, prompt: str, name: str) -> str:
         response = model.invoke([HumanMessage(prompt)], config=internal_call(name))
@@ -811,19 +853,18 @@ def _round_trace(
     }
 
 
-def _name_emptied_parts(answer: str, plan: Sequence[PlannedPart]) -> str:
-    """A part whose every claim was removed as unsupported is named as not covered, never
-    left as a bare heading."""
-    paragraphs = answer.split("\n\n")
-    if len(plan) < 2 or len(paragraphs) != len(plan):
-        return answer
-    named = [
-        prompts.NOT_COVERED_PART.format(question=part["question"])
-        if not _has_citation(text) and "do not cover" not in text
-        else text
-        for part, text in zip(plan, paragraphs, strict=True)
-    ]
-    return "\n\n".join(named)
+def _renumbered(
+    entry: dict[str, Any], numbers: Sequence[int], keys: Sequence[str] = ("citations",)
+) -> dict[str, Any]:
+    """A report entry of one part with its citation numbers as the turn numbers them."""
+    return {
+        **entry,
+        **{k: [numbers[n - 1] for n in entry[k] if 1 <= n <= len(numbers)] for k in keys},
+    }
+
+
+def _shortened(claim: str, limit: int = 80) -> str:
+    return claim if len(claim) <= limit else claim[: limit - 1].rstrip() + "…"
 
 
 def _renumber(text: str, numbers: Sequence[int]) -> str:
@@ -905,7 +946,3 @@ def _usable_query(args: Any) -> bool:
     """A search call's arguments name a query with at least one word in it."""
     query = args.get("query") if isinstance(args, dict) else None
     return isinstance(query, str) and any(ch.isalnum() for ch in query)
-
-
-def _has_citation(text: str) -> bool:
-    return bool(verify(text, [])[2])

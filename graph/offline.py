@@ -18,6 +18,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
+from footnote.graph.grader import answer_type, has_answer_type
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
@@ -27,6 +28,45 @@ _REFERRING_START = re.compile(
     r"^(they|it|this|these|those|that|such|because|however|instead|so|then)\b", re.IGNORECASE
 )
 """A sentence opening like this leans on the one before; quoting it alone misleads."""
+
+
+ANSWER_CUE_WEIGHT = 0.15
+"""How much a sentence of the kind the question asks for (a number for "how many", a step
+for "how do I") gains over one that only shares its words: the sentence that answers, not
+the one that repeats the topic ("The VPN is required for staging" for "How do I get on the
+VPN?")."""
+_PROCEDURE = re.compile(
+    r"^\s*(how (do|can|should|would) (i|we|you)|how to|what should i do)\b", re.I
+)
+_NOT_IMPERATIVE = {
+    "the", "a", "an", "this", "that", "these", "those", "it", "they", "we", "you", "he", "she",
+    "there", "each", "every", "all", "some", "any", "no", "our", "your", "its", "their", "if",
+    "when", "after", "before", "because", "while", "on", "in", "at", "for", "with", "from",
+    "to", "of", "by", "as",
+}  # fmt: skip
+"""Openings of a statement, not of an instruction."""
+_COPULA = {
+    "is", "are", "was", "were", "has", "have", "had", "can", "could", "must", "should", "will",
+    "would", "may", "might", "do", "does", "did", "lets", "belongs", "carries", "keeps", "gets",
+    "use", "uses",
+}  # fmt: skip
+"""Second words that make the first a subject ("Meals are covered"), not a verb."""
+
+
+def answers_the_kind(question: str, sentence: str) -> float:
+    """1 when the sentence is the kind of statement the question asks for: a number, a
+    duration or a date (grader.answer_type), or an instruction for a "how do I" question."""
+    kind = answer_type(question)
+    if kind:
+        return float(has_answer_type(kind, sentence))
+    if _PROCEDURE.search(question):
+        words = sentence.split()
+        if len(words) < 2:
+            return 0.0
+        first, second = words[0].lower().strip(",:"), words[1].lower().strip(",:")
+        return float(first not in _NOT_IMPERATIVE and second not in _COPULA)
+    return 0.0
+
 
 def retry_query(query: str, candidates: Sequence[Candidate]) -> str:
     """A different query for the next round: pseudo-relevance feedback from the candidates."""
@@ -70,7 +110,8 @@ def extractive_answer(
     )
     # Sources come ranked by retrieval; a small prior keeps the answer with the best ones.
     rank_prior = np.array([0.1 / number for number, _, _ in candidates])
-    scores = 0.8 * similarity + 0.2 * overlap + rank_prior
+    cue = np.array([answers_the_kind(question, sentence) for _, _, sentence in candidates])
+    scores = 0.8 * similarity + 0.2 * overlap + rank_prior + ANSWER_CUE_WEIGHT * cue
     order = [int(i) for i in np.argsort(-scores)]
     best = order[0]
     best_score = float(scores[best])

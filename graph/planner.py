@@ -191,9 +191,10 @@ def _reads_as_question(text: str) -> bool:
     """The message or one of its clauses opens with a question word ("I have two machines;
     how do I ..."), or it ends with one ("My threads do not run: why")."""
     clauses = _CLAUSE.split(text.strip())
-    return any(_starts_question(c) for c in clauses) or re.search(
-        rf"\b{_QUESTION_WORD}\W*$", text, re.I
-    ) is not None
+    return (
+        any(_starts_question(c) for c in clauses)
+        or re.search(rf"\b{_QUESTION_WORD}\W*$", text, re.I) is not None
+    )
 
 
 def _asks_later(text: str) -> bool:

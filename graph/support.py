@@ -121,18 +121,28 @@ def check_claims(
     checks = []
     for claim, numbers, _span in cited_claims(answer):
         cited = [documents[n - 1] for n in numbers if 1 <= n <= len(documents)]
-        if not cited:
-            continue
-        terms = len(set(keyword_tokens(strip_citation_marks(claim))))
-        if terms >= MIN_TERMS and is_quote(claim, cited):
-            checks.append(ClaimCheck(claim, numbers, 1.0, 0.0, 1.0, True, terms))
-            continue
-        lexical, rare_missing = lexical_support(claim, cited, idf)
-        semantic = 0.0
-        if embed is not None and terms >= MIN_TERMS and lexical >= LEXICAL_FLOOR:
-            semantic = semantic_support(claim, cited, embed)
-        checks.append(ClaimCheck(claim, numbers, lexical, rare_missing, semantic, False, terms))
+        if cited:
+            checks.append(check_claim(claim, numbers, cited, embed=embed, idf=idf))
     return checks
+
+
+def check_claim(
+    claim: str,
+    numbers: list[int],
+    cited: Sequence[Document],
+    *,
+    embed: Embed | None = None,
+    idf: IdfWeights | None = None,
+) -> ClaimCheck:
+    """Check one claim against the sources `cited` (those its `numbers` name)."""
+    terms = len(set(keyword_tokens(strip_citation_marks(claim))))
+    if terms >= MIN_TERMS and is_quote(claim, cited):
+        return ClaimCheck(claim, numbers, 1.0, 0.0, 1.0, True, terms)
+    lexical, rare_missing = lexical_support(claim, cited, idf)
+    semantic = 0.0
+    if embed is not None and terms >= MIN_TERMS and lexical >= LEXICAL_FLOOR:
+        semantic = semantic_support(claim, cited, embed)
+    return ClaimCheck(claim, numbers, lexical, rare_missing, semantic, False, terms)
 
 
 def is_quote(claim: str, cited: Sequence[Document]) -> bool:

@@ -60,8 +60,9 @@ def test_shipped_file_is_plain_json_and_loads_without_pickle(
     assert 0 < model.threshold < 1
     assert all(w >= 0 for w in model.weights)
     # where and how it was fitted travels with the numbers
-    assert model.fit["fitted_on"] == "pyfaq-core"
-    assert model.fit["checked_on"] == "debfaq"
+    assert model.fit["fitted_on"] == "handbook"
+    assert model.fit["checked_on"] == "pyfaq-core"
+    assert model.require_names  # the near miss that shares a topic, not the name
     assert "benchmarks/fit_grader.py" in model.fit["command"]
 
 
@@ -225,3 +226,100 @@ def test_handbook_ranks_rotation_above_sts_credentials(handbook_index: Path) -> 
         zip(offline_grades(pool, "calibrated"), pool, strict=True), key=lambda pair: -pair[0]
     )
     assert by_grade[0][1]["document"].metadata["source"] == "keys.md"
+
+
+# ---------------------------------------------------------------- features that read the question
+
+
+def chunks(*rows: tuple[str, str, float]) -> list[Candidate]:
+    """(source, text, dense) per candidate; coverage 0.5 throughout."""
+    return [
+        Candidate(
+            document=Document(page_content=text, metadata={"source": source}),
+            evidence=Evidence(dense=dense, coverage=0.5),
+        )
+        for source, text, dense in rows
+    ]
+
+
+def test_similarity_is_read_against_the_query_s_own_scores() -> None:
+    pool = chunks(("a.md", "x", 0.6), ("a.md", "y", 0.5), ("b.md", "z", 0.3), ("c.md", "w", 0.2))
+    rows = grader.features(pool, "anything?")
+    assert rows[0]["dense_z"] > 1 > rows[1]["dense_z"] > 0 > rows[3]["dense_z"]
+    assert math.isclose(sum(r["dense_z"] for r in rows), 0.0, abs_tol=1e-9)
+    # the margin is over the best chunk of another file, not over its own neighbour
+    assert math.isclose(rows[0]["source_margin"], 0.3)
+    assert math.isclose(rows[0]["dense_margin"], 0.1)
+    assert math.isclose(rows[2]["source_margin"], 0.3 - 0.6)
+
+
+@pytest.mark.parametrize(
+    ("question", "names"),
+    [
+        ("How often must I rotate my API key?", ["api"]),
+        ("Is 2FA required?", ["2fa"]),
+        ("Why does os.getcwd fail on GitHub runners?", ["os.getcwd", "github"]),
+        ("How do I ask Maria for access?", ["maria"]),
+        ("how many vacation days do i get?", []),
+    ],
+)
+def test_question_names(question: str, names: list[str]) -> None:
+    assert grader.question_names(question) == names
+
+
+def test_a_chunk_without_the_question_s_names_cannot_pass() -> None:
+    pool = chunks(("oncall.md", "Engineers join the on-call rotation after three months.", 0.9))
+    question = "How often must I rotate my API key?"
+    assert grader.features(pool, question)[0]["entity_overlap"] == 0.0
+    model = grader.CalibratedGrader(
+        ("dense",), (0.0,), (1.0,), (10.0,), -1.0, 0.5, {}, require_names=True
+    )
+    assert model.probabilities(pool, question) == [0.0]
+    assert model.probabilities(pool, "How often is the on-call rotation?")[0] > 0.99
+
+
+@pytest.mark.parametrize(
+    ("question", "text", "expected"),
+    [
+        ("How many days of leave do I get?", "You get 27 days a year.", 1.0),
+        ("How many days of leave do I get?", "Leave is booked in the portal.", 0.0),
+        ("How long is a shift?", "A shift lasts one week.", 1.0),
+        ("When is the postmortem due?", "Write it within five working days.", 1.0),
+        ("When is the postmortem due?", "The commander writes it.", 0.0),
+        ("What is the VPN?", "The VPN is required for staging.", 1.0),
+    ],
+)
+def test_answer_type_cues(question: str, text: str, expected: float) -> None:
+    (row,) = grader.features(chunks(("a.md", text, 0.5)), question)
+    assert row["answer_type"] == expected
+
+
+def test_without_the_question_its_features_are_neutral() -> None:
+    (row,) = grader.features(chunks(("a.md", "Nothing with names.", 0.5)))
+    assert row["entity_overlap"] == row["answer_type"] == 1.0
+
+
+def test_require_names_must_be_a_boolean(tmp_path: Path) -> None:
+    data = {**shipped_data(), "require_names": "yes"}
+    bad = tmp_path / "grader.json"
+    bad.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(GraderFileError, match="require_names"):
+        load_grader(bad)
+
+
+@pytest.mark.parametrize(
+    ("question", "sentence", "expected"),
+    [
+        ("How do I get on the VPN?", "Install the WireGuard client and import the profile.", 1.0),
+        ("How do I get on the VPN?", "The VPN is required for the staging environment.", 0.0),
+        ("How do I expense a taxi?", "Meals are covered up to 60 EUR a day.", 0.0),
+        ("How many vacation days do I get?", "Employees have 27 days of annual leave.", 1.0),
+        ("What is the VPN?", "Install the WireGuard client.", 0.0),
+    ],
+)
+def test_the_extractive_answer_prefers_the_kind_of_sentence_asked_for(
+    question: str, sentence: str, expected: float
+) -> None:
+    from footnote.graph.offline import answers_the_kind
+
+    assert answers_the_kind(question, sentence) == expected

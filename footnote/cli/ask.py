@@ -123,9 +123,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
     if printed_answer:
-        print()
-        if final.get("footnote_invalid_citations") or final.get("footnote_unsupported_claims"):
-            print(f"(as checked) {answer}")
+        print()  # what streamed is the checked answer: generate streams nothing else
     else:
         print(answer)
     _print_sources(citations)

@@ -1,0 +1,145 @@
+"""Answer quality on the handbook question set: paraphrases answered, near misses not covered.
+
+The questions (benchmarks/questions/handbook.json) are written in the asker's words, not the
+documents', as the worked example is; the unanswerable ones are near misses: a topic next to
+one the handbook covers, or a covered topic outside the asker's scope (`strict_groups`).
+Each question runs through the whole answer graph over samples/handbook. Reported:
+
+- answered right: the answer cites the gold file and contains the fact;
+- gold cited, fact present, wrongly "not covered" (answerable questions);
+- not covered (near-miss unanswerable questions), and every miss by name.
+
+    python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
+        [--json] [--index DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from footnote.evaluation.answers import is_not_covered  # noqa: E402
+from footnote.graph.graph import make_graph  # noqa: E402
+from footnote.ingest.pipeline import ingest  # noqa: E402
+
+QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
+HANDBOOK = REPO / "samples" / "handbook"
+
+
+def ask(graph: Any, question: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    scope = {k: question[k] for k in ("groups", "strict_groups") if k in question}
+    if "groups" in scope:
+        scope["user_groups"] = scope.pop("groups")
+    out: dict[str, Any] = graph.invoke(
+        {"messages": [{"role": "user", "content": question["question"]}]},
+        context={**context, **scope},
+    )
+    return out
+
+
+def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any]:
+    questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
+    graph = make_graph()
+    context: dict[str, Any] = {"index_dir": str(index), "model": model}
+    if offline_grader:
+        context["offline_grader"] = offline_grader
+    started = time.perf_counter()
+    answerable = []
+    for q in questions["answerable"]:
+        out = ask(graph, q, context)
+        answer = str(out["messages"][-1].content)
+        sources = [c["source"] for c in out.get("citations", [])]
+        gold = any(Path(s).name == q["gold"] for s in sources)
+        fact = any(f.lower() in answer.lower() for f in q["fact"])
+        answerable.append(
+            {
+                "question": q["question"],
+                "right": gold and fact,
+                "gold_cited": gold,
+                "fact": fact,
+                "not_covered": is_not_covered(answer),
+                "answer": answer,
+                "cited": [Path(s).name for s in sources],
+            }
+        )
+    unanswerable = []
+    for q in questions["unanswerable"]:
+        out = ask(graph, q, context)
+        answer = str(out["messages"][-1].content)
+        unanswerable.append(
+            {
+                "question": q["question"],
+                "not_covered": is_not_covered(answer),
+                "answer": answer,
+                "cited": [Path(c["source"]).name for c in out.get("citations", [])],
+            }
+        )
+    seconds = time.perf_counter() - started
+
+    def rate(rows: list[dict[str, Any]], key: str) -> float:
+        return round(sum(bool(r[key]) for r in rows) / len(rows), 3)
+
+    return {
+        "model": model or "offline (extractive)",
+        "offline_grader": offline_grader or "default",
+        "answerable": len(answerable),
+        "unanswerable": len(unanswerable),
+        "answered_right": rate(answerable, "right"),
+        "gold_cited": rate(answerable, "gold_cited"),
+        "fact_present": rate(answerable, "fact"),
+        "wrongly_not_covered": rate(answerable, "not_covered"),
+        "near_miss_not_covered": rate(unanswerable, "not_covered"),
+        "seconds_per_question": round(seconds / (len(answerable) + len(unanswerable)), 2),
+        "misses": [r for r in answerable if not r["right"]]
+        + [r for r in unanswerable if not r["not_covered"]],
+    }
+
+
+def markdown(result: dict[str, Any]) -> str:
+    lines = [
+        f"Handbook question set ({result['answerable']} paraphrased answerable, "
+        f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}, "
+        f"offline grader: {result['offline_grader']}",
+        "",
+        "| measure | value |",
+        "|---|---|",
+        f"| answerable: answered from the gold file with the fact | {result['answered_right']} |",
+        f"| answerable: gold cited | {result['gold_cited']} |",
+        f"| answerable: fact present | {result['fact_present']} |",
+        f"| answerable: wrongly 'not covered' | {result['wrongly_not_covered']} |",
+        f"| near-miss unanswerable: 'not covered' | {result['near_miss_not_covered']} |",
+        f"| seconds per question | {result['seconds_per_question']} |",
+        "",
+        "Misses:",
+    ]
+    for miss in result["misses"]:
+        lines.append(f"- {miss['question']} -> {miss['answer'][:160]!r} {miss['cited']}")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--model", default="", help="chat model; empty = offline default")
+    parser.add_argument("--index", type=Path, help="an index of samples/handbook to reuse")
+    parser.add_argument("--offline-grader", default="", help="calibrated or linear")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        index = args.index or Path(tmp) / "index"
+        if not (index / "manifest.json").exists() and args.index is None:
+            ingest([HANDBOOK], index)
+        result = evaluate(index, args.model, args.offline_grader)
+    print(json.dumps(result, indent=2) if args.json else markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
