@@ -571,7 +571,7 @@ def readme_example(name: str) -> str:
     return found.group(1)
 
 
-@pytest.mark.parametrize("name", ["mcp-python", "openai-python"])
+@pytest.mark.parametrize("name", ["langgraph-python", "mcp-python", "openai-python"])
 def test_readme_python_examples_run_against_a_server(served: Served, name: str) -> None:
     code = readme_example(name).replace("http://127.0.0.1:2024", served.server.url)
     code = code.replace('"fn_..."', repr(served.team.secrets["alice"]))
