@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from footnote.models.embedding_choice import EmbeddingsSetting
 from footnote.store.types import Caller, Filters, Hit
+from footnote.tools.graph_search import graph_search
 from footnote.tools.rerank import Reranker, make_reranker, sentence_reranker
 from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever
 
@@ -76,6 +77,8 @@ def run_stage(
             position_decay=PIPELINE_POSITION_DECAY,
         )
 
+    if stage == "graph":
+        return graph_search(retriever, query, k, mask, fused)
     if stage == "prf":
         feedback = [h.chunk.text for h in fused(query, 3)]
         return fused(expand_query(query, feedback), k)

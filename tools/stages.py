@@ -3,10 +3,11 @@
     bm25 -> keyword scores        dense -> embedding similarity
     hybrid -> fused (RRF)         reranked, prf -> variants measured by `footnote eval`
     pipeline -> what `footnote ask` uses by default
+    graph -> the pipeline re-ranked by a walk over the entity graph (tools/graph_search.py)
 """
 
 from typing import Literal
 
-Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline"]
-STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline")
+Stage = Literal["bm25", "dense", "hybrid", "reranked", "prf", "pipeline", "graph"]
+STAGES: tuple[Stage, ...] = ("bm25", "dense", "hybrid", "reranked", "prf", "pipeline", "graph")
 """Every stage `tools.search.run_stage` can run, so evaluation reports each one."""

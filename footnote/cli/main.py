@@ -215,7 +215,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stage",
         default="pipeline",
-        choices=["bm25", "dense", "hybrid", "pipeline"],
+        choices=["bm25", "dense", "hybrid", "pipeline", "graph"],
         help="retrieval stage (default: %(default)s)",
     )
     p.add_argument(
