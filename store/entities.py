@@ -34,8 +34,8 @@ MAX_NAME_CHARS = 120
 _WORD = re.compile(r"\w+")
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 _NAME = re.compile(
-    r"\b[A-Z][\w'’.-]*(?:\s+(?:(?:of|the|de|del|da|di|du|von|van|der|la|le|and|&)\s+)*"
-    r"[A-Z][\w'’.-]*)+"
+    r"\b[A-Z](?:[\w'’-]|\.(?=\w))*(?:[ \t]+(?:(?:of|the|de|del|da|di|du|von|van|der|la|le|and|&)"
+    r"[ \t]+)*[A-Z](?:[\w'’-]|\.(?=\w))*)+"
 )
 _CODE = re.compile(
     r"`([^`\n]{2,60})`"  # a code span
