@@ -133,9 +133,11 @@ def main(argv: list[str] | None = None) -> int:
         "passages": PASSAGES,
         "corpus": len(prepared.dataset.corpus),
         "graph": retriever.reader.manifest.get("graph"),
-        "index_seconds": {"with_graph": statistics.median(with_graph),
-                          "without_graph": statistics.median(without_graph),
-                          "pairs": len(with_graph)},  # fmt: skip
+        "index_seconds": {
+            "with_graph": statistics.median(with_graph),
+            "without_graph": statistics.median(without_graph),
+            "pairs": len(with_graph),
+        },  # fmt: skip
         "index_bytes": {"with_graph": size, "graph": graph_size, "without_graph": plain_size},
         "stages": results,
     }

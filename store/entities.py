@@ -44,17 +44,18 @@ _CODE = re.compile(
     r"|\b([A-Za-z_][\w-]*(?:\.[A-Za-z_][\w-]*)+)\b"  # dotted.names, file.ext
     r"|\b([A-Z][A-Z0-9]{1,}(?:[-_][A-Z0-9]+)*)\b"  # UPPER codes, SEV-1
 )
-STOPWORDS = frozenset(
-    """a about above after again against all also am an and any are as at be because been
+_STOPWORD_TEXT = """
+    a about above after again against all also am an and any are as at be because been
     before being below between both but by can could did do does doing down during each few
     for from further had has have having he her here hers herself him himself his how i if
     in into is it its itself just me more most must my myself no nor not now of off on once
-    only or other our ours ourselves out over own same she should so some such than that the
-    their theirs them themselves then there these they this those through to too under until
-    up very was we were what when where which while who whom why will with would you your
-    yours yourself yourselves may might shall one two three use used using get gets got make
-    made new see every many much per via etc e g ie eg""".split()
-)
+    only or other our ours ourselves out over own same she should so some such than that
+    the their theirs them themselves then there these they this those through to too under
+    until up very was we were what when where which while who whom why will with would you
+    your yours yourself yourselves may might shall one two three use used using get gets
+    got make made new see every many much per via etc e g ie eg
+"""
+STOPWORDS = frozenset(_STOPWORD_TEXT.split())
 _PHRASE_WORD = re.compile(r"[a-z][a-z-]*[a-z]")
 
 
@@ -140,7 +141,12 @@ def noun_phrases(text: str) -> list[str]:
         run: list[str] = []
         for word in clause.split() + [""]:
             lowered = word.lower()
-            if word and word == lowered and lowered not in STOPWORDS and _PHRASE_WORD.fullmatch(word):
+            if (
+                word
+                and word == lowered
+                and lowered not in STOPWORDS
+                and _PHRASE_WORD.fullmatch(word)
+            ):
                 run.append(lowered)
                 continue
             if 2 <= len(run) <= 3:

@@ -74,9 +74,9 @@ from footnote.store.file_checks import (
     verify_signature,
     version_dir,
 )
-from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.graph_files import PARTS as GRAPH_PARTS
 from footnote.store.graph_files import GraphArrays, GraphBuilder, graph_enabled, load_graph
+from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (

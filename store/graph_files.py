@@ -177,8 +177,12 @@ def _pair_arrays(keys: np.ndarray, pairs: np.ndarray, remap: np.ndarray) -> dict
     right = np.searchsorted(keys, pairs[:, 1]).astype(np.int32)
     access = remap[pairs[:, 2].astype(np.int64)] if len(pairs) else np.zeros(0, np.int32)
     order = np.lexsort((access, right, left))
-    return {"pairs.left": left[order], "pairs.right": right[order],
-            "pairs.access": access[order], "pairs.count": pairs[:, 3][order].astype(np.int32)}  # fmt: skip
+    return {
+        "pairs.left": left[order],
+        "pairs.right": right[order],
+        "pairs.access": access[order],
+        "pairs.count": pairs[:, 3][order].astype(np.int32),
+    }
 
 
 @dataclass
@@ -252,8 +256,8 @@ class GraphArrays:
         return KINDS[int(self.arrays["entities.kind"][entity])]
 
     def chunk_entities(self, row: int) -> np.ndarray:
-        a = self.arrays
-        return np.asarray(a["mentions.entity"][a["mentions.indptr"][row] : a["mentions.indptr"][row + 1]])
+        indptr = self.arrays["mentions.indptr"]
+        return np.asarray(self.arrays["mentions.entity"][indptr[row] : indptr[row + 1]])
 
 
 def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
@@ -310,15 +314,15 @@ def canonical(graph: GraphArrays, chunk_ids: Sequence[str]) -> dict[str, Any]:
     names = graph.names()
     access = graph.access_values()
     a = graph.arrays
-    mentions = {
-        chunk_ids[row]: sorted(
-            (names[e], float(w))
-            for e, w in zip(a["mentions.entity"][a["mentions.indptr"][row] : a["mentions.indptr"][row + 1]].tolist(),
-                            a["mentions.weight"][a["mentions.indptr"][row] : a["mentions.indptr"][row + 1]].tolist(),
-                            strict=True)
+    indptr = a["mentions.indptr"]
+    mentions = {}
+    for row in range(graph.rows):
+        edges = slice(int(indptr[row]), int(indptr[row + 1]))
+        entities = a["mentions.entity"][edges].tolist()
+        weights = a["mentions.weight"][edges].tolist()
+        mentions[chunk_ids[row]] = sorted(
+            (names[e], float(w)) for e, w in zip(entities, weights, strict=True)
         )
-        for row in range(graph.rows)
-    }  # fmt: skip
     pairs = sorted(
         (names[int(x)], names[int(y)], json.dumps(access[int(c)]), int(n))
         for x, y, c, n in zip(a["pairs.left"], a["pairs.right"], a["pairs.access"],

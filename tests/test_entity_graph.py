@@ -86,9 +86,7 @@ def test_extraction_finds_titles_names_codes_headings_and_phrases() -> None:
     assert found["deploy_service"].kind == 4 and found["sev 1"].kind == 4
     assert found["service account"].kind == 5
     assert "keys" not in kinds  # a one-word title is matched only where capitalised
-    assert noun_phrases("the on-call engineer must acknowledge a page") == [
-        "on-call engineer"
-    ]
+    assert noun_phrases("the on-call engineer must acknowledge a page") == ["on-call engineer"]
 
 
 def test_incremental_add_change_remove_equals_a_rebuild(tmp_path: Path) -> None:
@@ -194,7 +192,8 @@ def _walk(index: Path, question: str, candidate_ids: list[str]) -> list[tuple[st
     loaded = retriever.reader.index
     mask = retriever.mask(EVERYONE)
     rows = [loaded.row(cid) for cid in candidate_ids]
-    hits = retriever.read([Ranked(r, 1.0 / (i + 1), 0) for i, r in enumerate(rows) if r is not None])
+    ranked_rows = [Ranked(r, 1.0 / (i + 1), 0) for i, r in enumerate(rows) if r is not None]
+    hits = retriever.read(ranked_rows)
     ranked = graph_rank(loaded.graph(), question, 10, mask, hits, retriever.read)
     return [(h.chunk.id, round(h.score, 9)) for h in ranked]
 
@@ -230,3 +229,26 @@ def test_restricted_documents_move_nothing_through_the_graph(
         secret = Retriever.open(with_secret)
         for hit in run_stage(secret, question, 10, secret.mask(EVERYONE), "graph"):
             assert SECRET not in hit.chunk.text and SECRET not in hit.chunk.title
+
+
+def test_graph_view_shows_no_restricted_name_title_or_neighbour(tmp_path: Path) -> None:
+    """`footnote graph` for an `everyone` caller: the restricted document's title, the names
+    only it holds, and its co-occurrences with visible entities never appear; for a caller
+    in its group they do (so the markers are really in the graph)."""
+    from footnote.store.backends import open_reader
+    from footnote.tools.graph_view import GraphView
+
+    index = tmp_path / "index"
+    ingest([write_docs(tmp_path / "docs", {**DOCS, "nightjar.md": RESTRICTED})], index)
+    reader = open_reader(index)
+    everyone = GraphView(reader, EVERYONE)
+    insider = GraphView(reader, Caller(groups=frozenset({"everyone", "secret"})))
+    shown = json.dumps([everyone.figures(), everyone.top(10_000),
+                        everyone.entity("Bruno Kessler", 10_000),
+                        everyone.entity("Platform Team", 10_000)])  # fmt: skip
+    assert "Nightjar" not in shown and "Zephyrine" not in shown and "budget" not in shown
+    assert everyone.entity(SECRET) is None
+    assert everyone.entity("code name") is None  # a phrase only the secret text holds
+    inside = insider.entity("Bruno Kessler", 10_000)
+    assert inside is not None and SECRET in json.dumps(inside)
+    assert insider.entity(SECRET) is not None

@@ -3,7 +3,7 @@
     bm25 -> keyword scores        dense -> embedding similarity
     hybrid -> fused (RRF)         reranked, prf -> variants measured by `footnote eval`
     pipeline -> what `footnote ask` uses by default
-    graph -> the pipeline re-ranked by a walk over the entity graph (tools/graph_search.py)
+    graph -> a walk over the entity graph from the pipeline (tools/graph_search.py)
 """
 
 from typing import Literal

@@ -250,6 +250,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_cache.add_commands(sub, default_index)
 
+    from footnote.cli import entity_graph as cli_graph
+
+    cli_graph.add_commands(sub, default_index)
+
     from footnote.evaluation.retrieval import add_eval_command
 
     add_eval_command(sub, default_index, answers=cmd_eval_answers)
