@@ -30,6 +30,8 @@ KIND_WEIGHT = {"title": 1.0, "link": 1.0, "heading": 0.5, "name": 0.6, "code": 0
 MAX_TITLE_WORDS = 12
 """Longer titles are matched on their first MAX_TITLE_WORDS words only."""
 MAX_NAME_CHARS = 120
+MAX_PHRASES = 24
+"""Noun phrases kept per chunk: the graph stays linear in the corpus whatever the text."""
 
 _WORD = re.compile(r"\w+")
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
@@ -135,24 +137,21 @@ def text_mentions(text: str) -> list[Mention]:
 
 def noun_phrases(text: str) -> list[str]:
     """Runs of two or three lower-case content words, split at stopwords and punctuation
-    (a RAKE-style candidate list: no tagger needed)."""
+    (RAKE-style candidates, no tagger needed); longer runs are lists or noise, not names, and
+    are skipped. At most MAX_PHRASES per text, in order."""
     phrases: list[str] = []
     for clause in re.split(r"[^\w\s-]|\s-\s|\n", text):
         run: list[str] = []
-        for word in clause.split() + [""]:
+        for word in [*clause.split(), ""]:
             lowered = word.lower()
-            if (
-                word
-                and word == lowered
-                and lowered not in STOPWORDS
-                and _PHRASE_WORD.fullmatch(word)
-            ):
+            content = lowered not in STOPWORDS and _PHRASE_WORD.fullmatch(word)
+            if word and word == lowered and content:
                 run.append(lowered)
                 continue
             if 2 <= len(run) <= 3:
                 phrases.append(" ".join(run))
-            elif len(run) > 3:
-                phrases.extend(" ".join(run[j : j + 2]) for j in range(len(run) - 1))
+                if len(phrases) == MAX_PHRASES:
+                    return phrases
             run = []
     return phrases
 

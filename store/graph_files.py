@@ -25,7 +25,9 @@ edge; so `add`, `remove`, `sync` and re-ingest give the graph a rebuild would.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,8 @@ ARRAYS = {
 }
 JSON_FILES = ("entities.names.json", "access.values.json")
 PARTS = tuple(f"graph/{name}.npy" for name in ARRAYS) + tuple(f"graph/{n}" for n in JSON_FILES)
+VISIBLE_CACHE = 8
+"""Masks whose per-entity visible counts a loaded graph keeps."""
 PAIR_ENTITIES = 8
 """Co-occurrence pairs are counted among a chunk's first PAIR_ENTITIES entities (titles and
 links first): at most 28 pairs per chunk, so the pair list stays linear in the corpus."""
@@ -196,6 +200,9 @@ class GraphArrays:
     _access: list[Any] | None = None
     _matrix: Any = field(default=None, repr=False)
     _binary: Any = field(default=None, repr=False)
+    _by_entity: Any = field(default=None, repr=False)
+    _visible: dict[Any, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
     def entities(self) -> int:
@@ -229,10 +236,45 @@ class GraphArrays:
     def binary(self) -> csr_matrix:
         """The mention matrix with every edge weighing one (counts chunks per entity)."""
         if self._binary is None:
-            binary = self.matrix(1.0).copy()
-            binary.data[:] = 1.0
-            self._binary = binary
+            from scipy.sparse import csr_matrix
+
+            a = self.arrays
+            ones = np.ones(len(a["mentions.entity"]), dtype=np.float64)
+            self._binary = csr_matrix(
+                (ones, np.asarray(a["mentions.entity"]), np.asarray(a["mentions.indptr"])),
+                shape=(self.rows, self.entities),
+            )
         return self._binary
+
+    def by_entity(self) -> csr_matrix:
+        """Entity x chunk, every edge one: the chunks that mention an entity, in row order."""
+        if self._by_entity is None:
+            self._by_entity = self.binary().T.tocsr()
+        return self._by_entity
+
+    def visible_weights(
+        self, mask: np.ndarray, power: float, hub_share: float, hub_min: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per entity, over the rows `mask` sets: how many chunks mention it, the sum of
+        their mention weights as `matrix(power)` weighs them, and its idf (zero for an entity
+        in none of them, or in more than `hub_share` of them and more than `hub_min`). Kept
+        for the last few masks: a caller's repeat queries reuse them."""
+        digest = hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).digest()
+        key = (digest, power, hub_share, hub_min)
+        with self._lock:
+            held = self._visible.get(key)
+        if held is None:
+            weights = np.asarray(mask, dtype=np.float64)
+            visible = float(weights.sum())
+            df = self.binary().T @ weights
+            idf = np.where(df > 0, np.log1p(visible / np.maximum(df, 1.0)), 0.0)
+            idf[(df > hub_min) & (df > hub_share * visible)] = 0.0
+            held = (df, self.matrix(power).T @ weights, idf)
+            with self._lock:
+                self._visible[key] = held
+                while len(self._visible) > VISIBLE_CACHE:
+                    self._visible.pop(next(iter(self._visible)))
+        return held
 
     def names(self) -> list[str]:
         if self._names is None:

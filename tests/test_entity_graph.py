@@ -193,8 +193,7 @@ def _walk(index: Path, question: str, candidate_ids: list[str]) -> list[tuple[st
     mask = retriever.mask(EVERYONE)
     rows = [loaded.row(cid) for cid in candidate_ids]
     ranked_rows = [Ranked(r, 1.0 / (i + 1), 0) for i, r in enumerate(rows) if r is not None]
-    hits = retriever.read(ranked_rows)
-    ranked = graph_rank(loaded.graph(), question, 10, mask, hits, retriever.read)
+    ranked = graph_rank(loaded.graph(), question, 10, mask, ranked_rows, retriever.read)
     return [(h.chunk.id, round(h.score, 9)) for h in ranked]
 
 

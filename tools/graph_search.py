@@ -12,7 +12,6 @@ number of iterations, ties broken by row.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable
 from typing import Any
@@ -42,6 +41,11 @@ HUB_SHARE = 0.05
 carry no walk: they link everything to everything."""
 HUB_MIN = 20
 MAX_QUERY_WORDS = 8
+EXPAND_CHUNKS = 1000
+"""An entity in more chunks than this adds none of them to the walk's neighbourhood (it
+passes each at most a thousandth of its mass)."""
+NEIGHBOURHOOD_ROWS = 5_000
+"""Most chunks a walk runs over, whatever the corpus's size."""
 EDGE_POWER = 3.0
 """Mention weights (by kind, store/entities.py) are raised to this power in the walk, so a
 title link carries far more than a noun phrase."""
@@ -71,16 +75,17 @@ def question_entity_hashes(question: str) -> list[tuple[int, float]]:
 
 
 def graph_search(
-    retriever: Any, question: str, k: int, mask: Any, pipeline: Callable[[str, int], list[Hit]]
+    retriever: Any, question: str, k: int, mask: Any, pipeline: Callable[[str, int], list[Ranked]]
 ) -> list[Hit]:
-    """The graph stage over a retriever: the pipeline's candidates re-ranked by the walk; an
-    index built without a graph (or a backend that holds none) ranks as the pipeline."""
-    candidates = pipeline(question, max(k, CANDIDATE_DEPTH))
-    graph_of = getattr(retriever.reader, "graph", None)
-    graph = graph_of() if graph_of is not None else None
-    if graph is None:
-        return candidates[:k]
+    """The graph stage over a retriever: the pipeline's candidates (rows and scores, no
+    chunk read) re-ranked by the walk; an index built without a graph (or a backend that
+    holds none) ranks as the pipeline."""
     with retriever.reader.snapshot():
+        candidates = pipeline(question, max(k, CANDIDATE_DEPTH))
+        graph_of = getattr(retriever.reader, "graph", None)
+        graph = graph_of() if graph_of is not None else None
+        if graph is None:
+            return retriever.read(candidates[:k])  # type: ignore[no-any-return]
         return graph_rank(graph, question, k, mask, candidates, retriever.read)
 
 
@@ -89,56 +94,104 @@ def graph_rank(
     question: str,
     k: int,
     mask: np.ndarray,
-    pipeline: list[Hit],
+    pipeline: list[Ranked],
     read: Callable[[list[Ranked]], list[Hit]],
 ) -> list[Hit]:
-    """The top k visible chunks by walk score blended with the pipeline's score."""
-    m = np.asarray(mask, dtype=np.float64)
-    visible = float(m.sum())
-    if visible == 0 or graph.entities == 0:
-        return pipeline[:k]
-    matrix = graph.matrix(EDGE_POWER)
-    binary = graph.binary()
-    df = binary.T @ m  # visible chunks per entity
-    idf = np.where(df > 0, np.log1p(visible / np.maximum(df, 1.0)), 0.0)
-    idf[(df > HUB_MIN) & (df > HUB_SHARE * visible)] = 0.0
-    rowsum = m * (matrix @ idf)
-    colsum = idf * (matrix.T @ m)
-    inv_row = np.divide(1.0, rowsum, out=np.zeros_like(rowsum), where=rowsum > 0)
-    inv_col = np.divide(1.0, colsum, out=np.zeros_like(colsum), where=colsum > 0)
+    """The top k visible chunks by walk score blended with the pipeline's score.
 
-    seed_c = np.zeros(graph.rows)
+    The walk runs on the seeds' neighbourhood: the visible chunks one entity away from a
+    seed chunk or a question entity (rarest entities first, at most NEIGHBOURHOOD_ROWS
+    chunks, through entities in at most EXPAND_CHUNKS chunks). Normalisations are the whole
+    graph's for this caller (`GraphArrays.visible_weights`), so mass that would leave the
+    neighbourhood is dropped rather than kept: a query costs the neighbourhood's edges, not
+    the corpus's."""
+    mask = np.asarray(mask, dtype=bool)
+    if graph.entities == 0 or not mask.any():
+        return read(pipeline[:k])
+    matrix = graph.matrix(EDGE_POWER)
+    df, column_mass, idf = graph.visible_weights(mask, EDGE_POWER, HUB_SHARE, HUB_MIN)
+
+    seed_rows: dict[int, float] = {}
     for rank, hit in enumerate(pipeline[:SEED_CHUNKS]):
         if mask[hit.row]:
-            seed_c[hit.row] += 1.0 / (rank + 1)
-    seed_e = np.zeros(graph.entities)
+            seed_rows[hit.row] = seed_rows.get(hit.row, 0.0) + 1.0 / (rank + 1)
+    seed_entities: dict[int, float] = {}
     seeds = question_entity_hashes(question)
     ids = graph.lookup([h for h, _ in seeds]) if seeds else np.zeros(0, dtype=np.int64)
     for entity, (_, weight) in zip(ids.tolist(), seeds, strict=True):
-        if entity >= 0:
-            seed_e[entity] = max(seed_e[entity], weight * idf[entity])
+        if entity >= 0 and idf[entity] > 0:
+            seed_entities[entity] = max(seed_entities.get(entity, 0.0), weight * idf[entity])
+    if not seed_rows and not seed_entities:
+        return read(pipeline[:k])
+
+    rows = _neighbourhood(graph, matrix, idf, df, mask, seed_rows, seed_entities)
+    sub = matrix[rows]
+    columns, local = np.unique(sub.indices, return_inverse=True)
+    from scipy.sparse import csr_matrix
+
+    sub = csr_matrix((sub.data, local.ravel(), sub.indptr), shape=(len(rows), len(columns)))
+    weight = idf[columns]
+    rowsum = sub @ weight
+    colsum = weight * column_mass[columns]
+    inv_row = np.divide(1.0, rowsum, out=np.zeros_like(rowsum), where=rowsum > 0)
+    inv_col = np.divide(1.0, colsum, out=np.zeros_like(colsum), where=colsum > 0)
+    seed_c = np.zeros(len(rows))
+    seed_c[np.searchsorted(rows, list(seed_rows))] = list(seed_rows.values())
+    seed_e = np.zeros(len(columns))
+    if seed_entities:
+        seed_e[np.searchsorted(columns, list(seed_entities))] = list(seed_entities.values())
     seed_c, seed_e = _restart(seed_c, seed_e)
-    if seed_c.sum() + seed_e.sum() == 0:
-        return pipeline[:k]
 
     c, e = seed_c.copy(), seed_e.copy()
+    transposed = sub.T.tocsr()
     for _ in range(ITERATIONS):
-        to_chunks = m * (matrix @ (idf * e * inv_col))
-        to_entities = idf * (matrix.T @ (m * c * inv_row))
+        to_chunks = sub @ (weight * e * inv_col)
+        to_entities = weight * (transposed @ (c * inv_row))
         c = (1 - DAMPING) * seed_c + DAMPING * to_chunks
         e = (1 - DAMPING) * seed_e + DAMPING * to_entities
-    c *= m
-    walk = _scaled(c)
-    blended = walk.copy()
+    top = float(c.max()) if len(c) else 0.0
+    blended = dict(zip(rows.tolist(), (c / top if top > 0 else c).tolist(), strict=True))
     if pipeline:
         scores = np.array([h.score for h in pipeline])
         low, high = float(scores.min()), float(scores.max())
         span = high - low or 1.0
         for hit in pipeline:
-            blended[hit.row] += PIPELINE_WEIGHT * (hit.score - low) / span
-    rows = np.flatnonzero((blended > 0) & mask)
-    order = rows[np.lexsort((rows, -blended[rows]))][:k]
-    return read([Ranked(int(r), float(blended[r]), 0) for r in order])
+            blended[hit.row] = (
+                blended.get(hit.row, 0.0) + PIPELINE_WEIGHT * (hit.score - low) / span
+            )
+    ranked = sorted(
+        ((row, score) for row, score in blended.items() if score > 0 and mask[row]),
+        key=lambda item: (-item[1], item[0]),
+    )[:k]
+    return read([Ranked(row, float(score), 0) for row, score in ranked])
+
+
+def _neighbourhood(
+    graph: Any,
+    matrix: Any,
+    idf: np.ndarray,
+    df: np.ndarray,
+    mask: np.ndarray,
+    seed_rows: dict[int, float],
+    seed_entities: dict[int, float],
+) -> np.ndarray:
+    """Sorted visible rows: the seed chunks and the chunks of the entities one step from
+    them, rarest entity first, within the budgets."""
+    found = [np.asarray(list(seed_rows), dtype=np.int64)]
+    near = [matrix.indices[matrix.indptr[r] : matrix.indptr[r + 1]] for r in seed_rows]
+    entities = np.unique(np.concatenate([*near, np.asarray(list(seed_entities), np.int64)]))
+    entities = entities[(idf[entities] > 0) & (df[entities] <= EXPAND_CHUNKS)]
+    order = entities[np.lexsort((entities, df[entities]))]
+    by_entity = graph.by_entity()
+    total = len(seed_rows)
+    for entity in order.tolist():
+        members = by_entity.indices[by_entity.indptr[entity] : by_entity.indptr[entity + 1]]
+        members = members[mask[members]]
+        if total + len(members) > NEIGHBOURHOOD_ROWS:
+            break
+        found.append(members.astype(np.int64))
+        total += len(members)
+    return np.unique(np.concatenate(found))
 
 
 def _restart(seed_c: np.ndarray, seed_e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -151,8 +204,3 @@ def _restart(seed_c: np.ndarray, seed_e: np.ndarray) -> tuple[np.ndarray, np.nda
     if total_c:
         seed_c = seed_c * ((1 - share_e) / total_c)
     return seed_c, seed_e
-
-
-def _scaled(values: np.ndarray) -> np.ndarray:
-    top = float(values.max()) if len(values) else 0.0
-    return values / top if top > 0 and math.isfinite(top) else values
