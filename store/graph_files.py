@@ -201,7 +201,9 @@ class GraphArrays:
     _matrix: Any = field(default=None, repr=False)
     _binary: Any = field(default=None, repr=False)
     _by_entity: Any = field(default=None, repr=False)
-    _visible: dict[Any, tuple[np.ndarray, ...]] = field(default_factory=dict, repr=False)
+    _visible: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False
+    )
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property

@@ -85,7 +85,7 @@ def graph_search(
         graph_of = getattr(retriever.reader, "graph", None)
         graph = graph_of() if graph_of is not None else None
         if graph is None:
-            return retriever.read(candidates[:k])  # type: ignore[no-any-return]
+            return retriever.read(candidates[:k])
         return graph_rank(graph, question, k, mask, candidates, retriever.read)
 
 
