@@ -160,8 +160,11 @@ def main(argv: list[str] | None = None) -> int:
         "index_seconds": {
             "with_graph": statistics.median(with_graph),
             "without_graph": statistics.median(without_graph),
+            "cpu_with_graph": statistics.median(cpu_with),
+            "cpu_without_graph": statistics.median(cpu_without),
+            "graph_build_cpu": graph_build_seconds(args.work / "index-graph"),
             "pairs": len(with_graph),
-        },  # fmt: skip
+        },
         "index_bytes": {"with_graph": size, "graph": graph_size, "without_graph": plain_size},
         "stages": results,
     }
