@@ -169,8 +169,10 @@ def chunk_mentions(
     """Every entity a chunk mentions, once per key, as its strongest kind: its own title, its
     headings, the titles it names, then names, codes and phrases."""
     found: list[Mention] = []
-    if entity_key(title):
-        found.append(Mention(entity_key(title), title, KINDS.index("title")))
+    # "David Bradley (director)" is also titled "David Bradley", the form text names it by
+    for form in dict.fromkeys([title, _PAREN.sub("", title)]):
+        if entity_key(form):
+            found.append(Mention(entity_key(form), form, KINDS.index("title")))
     for heading in section.split(" > "):
         _add(found, heading.strip(), "heading")
     found.extend(matcher.find(text))
