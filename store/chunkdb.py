@@ -86,6 +86,13 @@ class ChunkTable(Sequence[Chunk]):
     def __len__(self) -> int:
         return self._rows
 
+    def close(self) -> None:
+        """Close this thread's connection (a writer's pass over a staged table)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
     @overload
     def __getitem__(self, row: int) -> Chunk: ...
 

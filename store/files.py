@@ -76,6 +76,8 @@ from footnote.store.file_checks import (
     verify_signature,
     version_dir,
 )
+from footnote.store.graph_files import PARTS as GRAPH_PARTS
+from footnote.store.graph_files import GraphArrays, GraphBuilder, graph_enabled, load_graph
 from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
@@ -148,6 +150,21 @@ class Index:
     checksums: DeferredChecksums
     _files: dict[str, FileRecord] | None = None
     _row_of: dict[str, int] | None = None
+    _graph: GraphArrays | None = None
+
+    def graph(self) -> GraphArrays | None:
+        """The version's entity graph (store/graph_files.py), opened on first use; None for
+        a version built without one."""
+        entry = self.manifest.get("graph")
+        if entry is None:
+            return None
+        if self._graph is None:
+            self.check()
+            vdir = self.path / "versions" / self.version / "graph"
+            rows = int(self.manifest["counts"]["chunks"])
+            with NPY_HEADERS:
+                self._graph = read_part(self.path, "graph/", lambda: load_graph(vdir, rows, entry))
+        return self._graph
 
     @property
     def embedding_model(self) -> str:
@@ -263,8 +280,12 @@ def _read_catalogue(
         check_faiss_header(root, vdir / "vectors.faiss", size, count, manifest.get("dense"))
         check_bm25_arrays(root, vdir, count)
         check_sqlite_header(root, vdir / "chunks.sqlite")
+        if "graph" in manifest:
+            unlisted = [p for p in GRAPH_PARTS if p not in manifest["checksums"]]
+            if unlisted:
+                raise damaged(root, f"the manifest has no checksum for {unlisted[0]}")
         for name in manifest["checksums"]:
-            if name.startswith("columns/") and name.endswith(".npy"):
+            if name.startswith(("columns/", "graph/")) and name.endswith(".npy"):
                 check_npy_header(root, vdir / name)
     except OSError as exc:  # a part vanished or cannot be read
         raise damaged(root, f"{Path(exc.filename or '?').name} cannot be read") from exc
@@ -410,9 +431,12 @@ def _write_version(
         try:
             for chunks, vectors in batches:
                 parts.add(chunks, vectors)
-            rows, dense, dictionary = parts.finish(files)
+            rows, dense, dictionary, graph = parts.finish(files)
         finally:
             parts.discard_scratch()
+        manifest = {key: value for key, value in manifest.items() if key != "graph"}
+        if graph is not None:
+            manifest["graph"] = graph
         manifest = {
             **manifest,
             "format_version": FORMAT_VERSION,
@@ -511,6 +535,7 @@ class _StagedParts:
         self.keywords = KeywordPostings(
             self.scratch / "keywords", entries_per_pass=KEYWORD_POSTINGS_PER_ROW * batch_rows
         )
+        self.graph = GraphBuilder() if graph_enabled(dict(os.environ)) else None
 
     def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if len(vectors) != len(chunks):
@@ -520,14 +545,24 @@ class _StagedParts:
             self.vectors.add(vectors[start : start + self.batch_rows])
             self.chunks.add(batch)
             self.columns.add(batch)
+            if self.graph is not None:
+                self.graph.add(batch)
             self.keywords.add(keyword_tokens(embedding_text(c)) or [EMPTY_DOCUMENT] for c in batch)
 
     def finish(
         self, files: dict[str, FileRecord]
-    ) -> tuple[int, dict[str, Any], dict[str, list[str]]]:
-        """Complete every part; (rows, the dense index's manifest entry, column values)."""
+    ) -> tuple[int, dict[str, Any], dict[str, list[str]], dict[str, Any] | None]:
+        """Complete every part; (rows, the dense index's manifest entry, column values, the
+        graph's manifest entry or None)."""
         staging, rows = self.staging, self.chunks.rows
         self.chunks.close()
+        graph = None
+        if self.graph is not None:
+            table = ChunkTable(staging / "chunks.sqlite", rows)
+            try:
+                graph = self.graph.finish(staging / "graph", table, self.batch_rows)
+            finally:
+                table.close()
         arrays, dictionary = self.columns.finish()
         save_columns(staging / "columns", arrays, dictionary)
         del arrays
@@ -539,7 +574,7 @@ class _StagedParts:
         if rows == 0:
             self.keywords.add([[EMPTY_DOCUMENT]])  # bm25s cannot index no document
         _write_bm25(staging / "bm25", self.keywords)
-        return rows, dense, dictionary
+        return rows, dense, dictionary, graph
 
     def discard_scratch(self) -> None:
         self.chunks.abandon()
@@ -724,6 +759,10 @@ class FilesReader:
 
     def vectors(self, rows: Sequence[int]) -> np.ndarray:
         return self.index.vectors_at(rows)
+
+    def graph(self) -> GraphArrays | None:
+        """The version's entity graph, or None when it was built without one."""
+        return self.index.graph()
 
     def document_frequencies(self, tokens: Sequence[str]) -> tuple[int, dict[str, int]]:
         vocab = self.index.bm25.vocab_dict

@@ -143,6 +143,13 @@ def tamper_vector_dimension(index: Path, tmp: Path) -> None:
     rehash(index, "vectors.faiss")
 
 
+def tamper_graph_edge(index: Path, tmp: Path) -> None:
+    path = vdir_of(index) / "graph" / "mentions.weight.npy"
+    weights = np.load(path)
+    weights[0] = 1000.0  # one edge made to outweigh every other
+    np.save(path, weights)
+
+
 TAMPERS = {
     "current-absolute-path": tamper_current_absolute,
     "current-parent-path": tamper_current_parent,
@@ -156,6 +163,7 @@ TAMPERS = {
     "column-header-claims-huge-shape": tamper_huge_column_header,
     "column-names-rows-outside-the-index": tamper_column_rows_outside,
     "sqlite-shorter-than-its-header": tamper_truncated_sqlite,
+    "graph-edge-reweighted": tamper_graph_edge,
 }
 
 

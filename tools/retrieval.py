@@ -88,7 +88,7 @@ class Retriever(Generic[S]):
         chunks = self.reader.chunks([r.row for r in ranked])
         return [Hit(c, r.score, r.row) for c, r in zip(chunks, ranked, strict=True)]
 
-    def hybrid(
+    def hybrid_ranked(
         self,
         query: str,
         k: int,
@@ -100,7 +100,7 @@ class Retriever(Generic[S]):
         depth: int = 100,
         extra_vectors: list[np.ndarray] | None = None,
         position_decay: float = 0.0,
-    ) -> list[Hit]:
+    ) -> list[Ranked]:
         """Fuse BM25 and dense rankings (and extra query vectors, e.g. a HyDE passage).
 
         `position_decay` lowers the dense score of a section's later chunks (by up to five
@@ -129,7 +129,12 @@ class Retriever(Generic[S]):
                 for row, score in scores.items():
                     fused[row] += weight * score
             best = sorted(fused.items(), key=lambda item: -item[1])[:k]
-            return self.read([Ranked(row, score, found[row].position) for row, score in best])
+            return [Ranked(row, score, found[row].position) for row, score in best]
+
+    def hybrid(self, query: str, k: int, mask: S, **options: Any) -> list[Hit]:
+        """`hybrid_ranked`'s rows with their chunks (every run read from one snapshot)."""
+        with self.reader.snapshot():
+            return self.read(self.hybrid_ranked(query, k, mask, **options))
 
     def idf(self, token: str) -> float:
         """BM25 idf of a keyword token; unseen tokens get the highest idf (they are rare)."""

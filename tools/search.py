@@ -7,7 +7,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from footnote.models.embedding_choice import EmbeddingsSetting
-from footnote.store.types import Caller, Filters, Hit
+from footnote.store.types import Caller, Filters, Hit, Ranked
+from footnote.tools.graph_search import graph_search
 from footnote.tools.rerank import Reranker, make_reranker, sentence_reranker
 from footnote.tools.retrieval import Fusion, Retriever, Stage, expand_query, get_retriever
 
@@ -76,6 +77,20 @@ def run_stage(
             position_decay=PIPELINE_POSITION_DECAY,
         )
 
+    if stage == "graph":
+
+        def ranked(text: str, depth: int) -> list[Ranked]:
+            return retriever.hybrid_ranked(
+                text,
+                depth,
+                mask,
+                fusion=PIPELINE_FUSION,
+                dense_weight=PIPELINE_DENSE_WEIGHT,
+                extra_vectors=extra,
+                position_decay=PIPELINE_POSITION_DECAY,
+            )
+
+        return graph_search(retriever, query, k, mask, ranked)
     if stage == "prf":
         feedback = [h.chunk.text for h in fused(query, 3)]
         return fused(expand_query(query, feedback), k)

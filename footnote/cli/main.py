@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--stage",
         default="pipeline",
-        choices=["bm25", "dense", "hybrid", "pipeline"],
+        choices=["bm25", "dense", "hybrid", "pipeline", "graph"],
         help="retrieval stage (default: %(default)s)",
     )
     p.add_argument(
@@ -274,6 +274,10 @@ def build_parser() -> argparse.ArgumentParser:
     from footnote.cli import cache as cli_cache
 
     cli_cache.add_commands(sub, default_index)
+
+    from footnote.cli import entity_graph as cli_graph
+
+    cli_graph.add_commands(sub, default_index)
 
     from footnote.evaluation.retrieval import add_eval_command
 

@@ -1,0 +1,376 @@
+"""The entity graph of a files-backend version: chunks, documents and entities as raw arrays
+beside the chunks, listed in the manifest with checksums like every other part.
+
+    graph/entities.keys.npy      uint64, sorted: each entity's key hash (store/entities.py);
+                                 entity id = position, so a question's entities are found by
+                                 binary search without reading any name
+    graph/entities.kind.npy      int8: the strongest kind the entity was found as
+    graph/entities.names.json    display names, in id order (read only to show the graph)
+    graph/mentions.*.npy         chunk -> entity edges, CSR by chunk row: `indptr` (rows + 1),
+                                 `entity` (int32) and `weight` (float32, by kind)
+    graph/pairs.*.npy            entity <-> entity co-occurrence counts, one row per pair and
+                                 access value (`left` < `right`, `access`, `count`), so a
+                                 query counts only the co-occurrences its caller may read
+    graph/access.values.json     the distinct chunk access values `pairs.access` indexes
+
+A document is the set of its chunks and is named by its title entity, which every chunk of
+it carries; a chunk naming another document's title carries that entity too (a `link`), so
+title links are chunk -> title entity -> the titled document's chunks.
+
+The graph is a function of the version's chunks only. The writer builds it in one pass over
+the chunk database it has just written, a batch of rows at a time, holding numpy arrays (one
+entry per edge) and one dictionary entry per distinct entity, never a Python object per
+edge; so `add`, `remove`, `sync` and re-ingest give the graph a rebuild would.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from footnote.store.chunkdb import ChunkTable
+from footnote.store.entities import KINDS, TitleMatcher, chunk_mentions, key_hash
+from footnote.store.types import Chunk
+
+if TYPE_CHECKING:
+    from scipy.sparse import csr_matrix
+
+GRAPH_FORMAT = "footnote-graph-v1"
+GRAPH_ENV = "FOOTNOTE_GRAPH"
+"""Set to 0 to build versions without a graph (to measure what the graph costs)."""
+ARRAYS = {
+    "entities.keys": np.uint64,
+    "entities.kind": np.int8,
+    "mentions.indptr": np.int64,
+    "mentions.entity": np.int32,
+    "mentions.weight": np.float32,
+    "pairs.left": np.int32,
+    "pairs.right": np.int32,
+    "pairs.access": np.int32,
+    "pairs.count": np.int32,
+}
+JSON_FILES = ("entities.names.json", "access.values.json")
+PARTS = tuple(f"graph/{name}.npy" for name in ARRAYS) + tuple(f"graph/{n}" for n in JSON_FILES)
+VISIBLE_CACHE = 8
+"""Masks whose per-entity visible counts a loaded graph keeps."""
+PAIR_ENTITIES = 8
+"""Co-occurrence pairs are counted among a chunk's first PAIR_ENTITIES entities (titles and
+links first): at most 28 pairs per chunk, so the pair list stays linear in the corpus."""
+
+
+def graph_enabled(environ: dict[str, str]) -> bool:
+    return environ.get(GRAPH_ENV, "1").strip() not in ("0", "false", "no", "off")
+
+
+class GraphBuilder:
+    """Collects the corpus's titles while the writer streams chunks in, then builds the
+    graph from the finished chunk database (`finish`)."""
+
+    def __init__(self) -> None:
+        self.titles: set[str] = set()
+
+    def add(self, chunks: Iterable[Chunk]) -> None:
+        self.titles.update(c.title for c in chunks if c.title)
+
+    def finish(self, directory: Path, table: ChunkTable, batch_rows: int) -> dict[str, Any]:
+        """Write graph/ into the staging folder; returns the manifest's `graph` entry."""
+        matcher = TitleMatcher(self.titles)
+        best: dict[int, tuple[int, str]] = {}  # key hash -> (kind, display name)
+        access_ids: dict[str, int] = {}
+        hashes: list[np.ndarray] = []
+        weights: list[np.ndarray] = []
+        counts: list[np.ndarray] = []
+        pairs = np.zeros((0, 4), dtype=np.uint64)  # left hash, right hash, access, count
+        rows = len(table)
+        for start in range(0, rows, batch_rows):
+            batch = table.many(range(start, min(start + batch_rows, rows)))
+            batch_pairs: list[tuple[int, int, int]] = []
+            for chunk in batch:
+                found = sorted(
+                    chunk_mentions(chunk.title, chunk.section, chunk.text, matcher).values(),
+                    key=lambda m: (m.kind, m.key),
+                )
+                row_hashes = [key_hash(m.key) for m in found]
+                for mention, h in zip(found, row_hashes, strict=True):
+                    held = best.get(h)
+                    if held is None or (mention.kind, mention.name) < held:
+                        best[h] = (mention.kind, mention.name)
+                hashes.append(np.asarray(row_hashes, dtype=np.uint64))
+                weights.append(np.asarray([m.weight for m in found], dtype=np.float32))
+                counts.append(np.asarray([len(found)], dtype=np.int64))
+                access = json.dumps(chunk.access, ensure_ascii=False, sort_keys=True)
+                acc = access_ids.setdefault(access, len(access_ids))
+                batch_pairs.extend(_pairs(row_hashes[:PAIR_ENTITIES], acc))
+            pairs = _merge_pairs(pairs, batch_pairs)
+        keys = np.asarray(sorted(best), dtype=np.uint64)
+        ordered_access = sorted(access_ids)
+        remap = np.zeros(len(access_ids), dtype=np.int32)
+        for new, value in enumerate(ordered_access):
+            remap[access_ids[value]] = new
+        arrays = _mention_arrays(keys, hashes, weights, counts, rows)
+        arrays |= _pair_arrays(keys, pairs, remap)
+        arrays["entities.keys"] = keys
+        arrays["entities.kind"] = np.asarray([best[int(h)][0] for h in keys], dtype=np.int8)
+        directory.mkdir()
+        for name, dtype in ARRAYS.items():
+            np.save(directory / f"{name}.npy", np.asarray(arrays[name], dtype=dtype),
+                    allow_pickle=False)  # fmt: skip
+        names = [best[int(h)][1] for h in keys]
+        (directory / "entities.names.json").write_text(
+            json.dumps(names, ensure_ascii=False), encoding="utf-8"
+        )
+        (directory / "access.values.json").write_text(
+            "[" + ",".join(ordered_access) + "]", encoding="utf-8"
+        )
+        return {
+            "format": GRAPH_FORMAT,
+            "entities": len(keys),
+            "mentions": int(arrays["mentions.indptr"][-1]),
+            "pairs": len(arrays["pairs.left"]),
+            "access_values": len(ordered_access),
+        }
+
+
+def _pairs(hashes: Sequence[int], access: int) -> Iterable[tuple[int, int, int]]:
+    for i, a in enumerate(hashes):
+        for b in hashes[i + 1 :]:
+            yield (min(a, b), max(a, b), access)
+
+
+def _merge_pairs(held: np.ndarray, new: list[tuple[int, int, int]]) -> np.ndarray:
+    """The running (left, right, access, count) table with one batch's pairs counted in."""
+    if not new:
+        return held
+    batch = np.asarray(new, dtype=np.uint64)
+    batch = np.column_stack([batch, np.ones(len(batch), dtype=np.uint64)])
+    table = np.concatenate([held, batch])
+    unique, inverse = np.unique(table[:, :3], axis=0, return_inverse=True)
+    summed = np.bincount(inverse.ravel(), weights=table[:, 3].astype(np.float64))
+    return np.column_stack([unique, summed.astype(np.uint64)])
+
+
+def _mention_arrays(
+    keys: np.ndarray,
+    hashes: list[np.ndarray],
+    weights: list[np.ndarray],
+    counts: list[np.ndarray],
+    rows: int,
+) -> dict[str, np.ndarray]:
+    per_row = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    indptr = np.zeros(rows + 1, dtype=np.int64)
+    indptr[1:] = np.cumsum(per_row)
+    flat = np.concatenate(hashes) if hashes else np.zeros(0, dtype=np.uint64)
+    entity = np.searchsorted(keys, flat).astype(np.int32)
+    weight = np.concatenate(weights) if weights else np.zeros(0, dtype=np.float32)
+    # within a row, edges sorted by entity id: one canonical layout whatever the input order
+    row_of = np.repeat(np.arange(rows, dtype=np.int64), per_row)
+    order = np.lexsort((entity, row_of))
+    return {"mentions.indptr": indptr, "mentions.entity": entity[order],
+            "mentions.weight": weight[order]}  # fmt: skip
+
+
+def _pair_arrays(keys: np.ndarray, pairs: np.ndarray, remap: np.ndarray) -> dict[str, np.ndarray]:
+    left = np.searchsorted(keys, pairs[:, 0]).astype(np.int32)
+    right = np.searchsorted(keys, pairs[:, 1]).astype(np.int32)
+    access = remap[pairs[:, 2].astype(np.int64)] if len(pairs) else np.zeros(0, np.int32)
+    order = np.lexsort((access, right, left))
+    return {
+        "pairs.left": left[order],
+        "pairs.right": right[order],
+        "pairs.access": access[order],
+        "pairs.count": pairs[:, 3][order].astype(np.int32),
+    }
+
+
+@dataclass
+class GraphArrays:
+    """A loaded graph, memory-mapped; checked once at load (`load_graph`)."""
+
+    directory: Path
+    rows: int
+    arrays: dict[str, np.ndarray]
+    _names: list[str] | None = None
+    _access: list[Any] | None = None
+    _matrix: Any = field(default=None, repr=False)
+    _binary: Any = field(default=None, repr=False)
+    _by_entity: Any = field(default=None, repr=False)
+    _visible: dict[Any, tuple[np.ndarray, np.ndarray, np.ndarray]] = field(
+        default_factory=dict, repr=False
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def entities(self) -> int:
+        return len(self.arrays["entities.keys"])
+
+    def lookup(self, hashes: Sequence[int]) -> np.ndarray:
+        """Entity ids of these key hashes; -1 where the graph has no such entity."""
+        keys = self.arrays["entities.keys"]
+        wanted = np.asarray(hashes, dtype=np.uint64)
+        at = np.searchsorted(keys, wanted)
+        inside = at < len(keys)
+        hit = np.zeros(len(wanted), dtype=bool)
+        hit[inside] = keys[at[inside]] == wanted[inside]
+        return np.where(hit, at, -1).astype(np.int64)
+
+    def matrix(self, power: float = 1.0) -> csr_matrix:
+        """The chunk x entity mention matrix, its weights raised to `power` (built once per
+        loaded version and power)."""
+        if self._matrix is None or self._matrix[0] != power:
+            from scipy.sparse import csr_matrix
+
+            a = self.arrays
+            weights = np.asarray(a["mentions.weight"], dtype=np.float64) ** power
+            matrix = csr_matrix(
+                (weights, np.asarray(a["mentions.entity"]), np.asarray(a["mentions.indptr"])),
+                shape=(self.rows, self.entities),
+            )
+            self._matrix = (power, matrix)
+        return self._matrix[1]
+
+    def binary(self) -> csr_matrix:
+        """The mention matrix with every edge weighing one (counts chunks per entity)."""
+        if self._binary is None:
+            from scipy.sparse import csr_matrix
+
+            a = self.arrays
+            ones = np.ones(len(a["mentions.entity"]), dtype=np.float64)
+            self._binary = csr_matrix(
+                (ones, np.asarray(a["mentions.entity"]), np.asarray(a["mentions.indptr"])),
+                shape=(self.rows, self.entities),
+            )
+        return self._binary
+
+    def by_entity(self) -> csr_matrix:
+        """Entity x chunk, every edge one: the chunks that mention an entity, in row order."""
+        if self._by_entity is None:
+            self._by_entity = self.binary().T.tocsr()
+        return self._by_entity
+
+    def visible_weights(
+        self, mask: np.ndarray, power: float, hub_share: float, hub_min: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per entity, over the rows `mask` sets: how many chunks mention it, the sum of
+        their mention weights as `matrix(power)` weighs them, and its idf (zero for an entity
+        in none of them, or in more than `hub_share` of them and more than `hub_min`). Kept
+        for the last few masks: a caller's repeat queries reuse them."""
+        digest = hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).digest()
+        key = (digest, power, hub_share, hub_min)
+        with self._lock:
+            held = self._visible.get(key)
+        if held is None:
+            weights = np.asarray(mask, dtype=np.float64)
+            visible = float(weights.sum())
+            df = self.binary().T @ weights
+            idf = np.where(df > 0, np.log1p(visible / np.maximum(df, 1.0)), 0.0)
+            idf[(df > hub_min) & (df > hub_share * visible)] = 0.0
+            held = (df, self.matrix(power).T @ weights, idf)
+            with self._lock:
+                self._visible[key] = held
+                while len(self._visible) > VISIBLE_CACHE:
+                    self._visible.pop(next(iter(self._visible)))
+        return held
+
+    def names(self) -> list[str]:
+        if self._names is None:
+            names = json.loads((self.directory / "entities.names.json").read_bytes())
+            if not isinstance(names, list) or len(names) != self.entities:
+                raise ValueError("graph/entities.names.json does not name every entity")
+            if not all(isinstance(n, str) for n in names):
+                raise ValueError("graph/entities.names.json holds a name that is not a string")
+            self._names = names
+        return self._names
+
+    def access_values(self) -> list[Any]:
+        if self._access is None:
+            values = json.loads((self.directory / "access.values.json").read_bytes())
+            if not isinstance(values, list):
+                raise ValueError("graph/access.values.json is not a JSON list")
+            self._access = values
+        return self._access
+
+    def kind(self, entity: int) -> str:
+        return KINDS[int(self.arrays["entities.kind"][entity])]
+
+    def chunk_entities(self, row: int) -> np.ndarray:
+        indptr = self.arrays["mentions.indptr"]
+        return np.asarray(self.arrays["mentions.entity"][indptr[row] : indptr[row + 1]])
+
+
+def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
+    """The graph's arrays, memory-mapped and checked against each other and the manifest's
+    entry: a wrong type or shape, an id out of range or offsets that do not cover the chunk
+    rows is damage (ValueError)."""
+    if not isinstance(entry, dict) or entry.get("format") != GRAPH_FORMAT:
+        raise ValueError(f"the manifest's graph entry is not {GRAPH_FORMAT}")
+    a = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
+         for name in ARRAYS}  # fmt: skip
+    for name, dtype in ARRAYS.items():
+        if a[name].dtype != np.dtype(dtype) or a[name].ndim != 1:
+            raise ValueError(f"graph/{name}.npy is not a {np.dtype(dtype)} vector")
+    entities, mentions, pairs = (entry.get(k) for k in ("entities", "mentions", "pairs"))
+    keys = a["entities.keys"]
+    if len(keys) != entities or len(a["entities.kind"]) != entities:
+        raise ValueError(f"graph/entities.* do not hold {entities} entities")
+    if len(keys) > 1 and np.any(keys[1:] <= keys[:-1]):
+        raise ValueError("graph/entities.keys.npy is not sorted and distinct")
+    kinds = a["entities.kind"]
+    if entities and (kinds.min() < 0 or kinds.max() >= len(KINDS)):
+        raise ValueError("graph/entities.kind.npy names an unknown kind")
+    indptr = a["mentions.indptr"]
+    if indptr.shape != (rows + 1,) or indptr[0] != 0 or indptr[-1] != mentions:
+        raise ValueError(f"graph/mentions.indptr.npy does not cover {rows} rows")
+    if np.any(np.diff(indptr) < 0):
+        raise ValueError("graph/mentions.indptr.npy is not increasing")
+    for name in ("mentions.entity", "mentions.weight"):
+        if len(a[name]) != mentions:
+            raise ValueError(f"graph/{name}.npy does not hold {mentions} edges")
+    _check_ids(a["mentions.entity"], entities, "mentions.entity")
+    weight = a["mentions.weight"]
+    if mentions and not (np.isfinite(weight).all() and weight.min() >= 0):
+        raise ValueError("graph/mentions.weight.npy holds a negative or non-finite weight")
+    for name in ("pairs.left", "pairs.right", "pairs.access", "pairs.count"):
+        if len(a[name]) != pairs:
+            raise ValueError(f"graph/{name}.npy does not hold {pairs} pairs")
+    _check_ids(a["pairs.left"], entities, "pairs.left")
+    _check_ids(a["pairs.right"], entities, "pairs.right")
+    _check_ids(a["pairs.access"], entry.get("access_values"), "pairs.access")
+    if pairs and a["pairs.count"].min() < 1:
+        raise ValueError("graph/pairs.count.npy holds a count below one")
+    return GraphArrays(directory=directory, rows=rows, arrays=a)
+
+
+def _check_ids(array: np.ndarray, bound: Any, name: str) -> None:
+    if not isinstance(bound, int) or (len(array) and (array.min() < 0 or array.max() >= bound)):
+        raise ValueError(f"graph/{name}.npy names ids outside the graph")
+
+
+def canonical(graph: GraphArrays, chunk_ids: Sequence[str]) -> dict[str, Any]:
+    """The graph by chunk id and entity name, independent of row and id order: two versions
+    hold the same graph when these are equal (the rebuild test compares them)."""
+    names = graph.names()
+    access = graph.access_values()
+    a = graph.arrays
+    indptr = a["mentions.indptr"]
+    mentions = {}
+    for row in range(graph.rows):
+        edges = slice(int(indptr[row]), int(indptr[row + 1]))
+        entities = a["mentions.entity"][edges].tolist()
+        weights = a["mentions.weight"][edges].tolist()
+        mentions[chunk_ids[row]] = sorted(
+            (names[e], float(w)) for e, w in zip(entities, weights, strict=True)
+        )
+    pairs = sorted(
+        (names[int(x)], names[int(y)], json.dumps(access[int(c)]), int(n))
+        for x, y, c, n in zip(a["pairs.left"], a["pairs.right"], a["pairs.access"],
+                              a["pairs.count"], strict=True)
+    )  # fmt: skip
+    kinds = sorted((names[i], graph.kind(i)) for i in range(graph.entities))
+    return {"mentions": mentions, "pairs": pairs, "kinds": kinds}
