@@ -67,6 +67,11 @@ EXPECTED: list[tuple[str, int, str]] = [
     ("footnote sources", 0, "  site https://example.com/docs/ (2 documents, private addresses"),
     ("footnote remove docs/ vpn.md", 0, "  deleted: vpn.md: removed by `footnote remove`"),
     ("footnote sync", 0, ".footnote/index: 0 added, 0 updated, 10 unchanged, 0 deleted, 0 failed"),
+    (
+        "footnote sync --rebuild",
+        0,
+        ".footnote/index: 10 added, 0 updated, 0 unchanged, 0 deleted, 0 failed",
+    ),
 ]
 
 SERVE_LINE = re.compile(
