@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-import random
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,7 +33,7 @@ from footnote.models.embeddings import (
     ProviderSettings,
     failure_reason,
     is_transient,
-    retry_after,
+    pause_before_retry,
 )
 from footnote.store.embedding_cache import EmbeddingCache
 from footnote.store.types import IndexError_
@@ -216,10 +214,7 @@ class ModelContexts:
                         f"context model {self.spec}: a request failed{tries}: "
                         f"{failure_reason(exc)}; the index was not changed"
                     ) from exc
-                wait = retry_after(exc)
-                if wait is None:
-                    wait = settings.backoff_s * 2**attempt * (0.5 + random.random())
-                time.sleep(min(max(wait, 0.0), settings.max_wait_s))
+                pause_before_retry(exc, attempt, settings)
                 continue
             self._count(reply)
             return str(reply.content if isinstance(reply.content, str) else reply.text())

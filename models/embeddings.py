@@ -251,10 +251,7 @@ class ProviderEmbeddings(Embeddings):
                         f"embeddings {self.model_id}: a batch of {len(batch)} texts "
                         f"failed{tries}: {reason}"
                     ) from exc
-                wait = retry_after(exc)
-                if wait is None:
-                    wait = settings.backoff_s * 2**attempt * (0.5 + random.random())
-                time.sleep(min(max(wait, 0.0), settings.max_wait_s))
+                pause_before_retry(exc, attempt, settings)
         raise AssertionError("unreachable")  # the loop returns or raises
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
@@ -312,6 +309,15 @@ def retry_after(exc: BaseException) -> float | None:
         except (TypeError, ValueError):
             return None
         return when.timestamp() - time.time()
+
+
+def pause_before_retry(exc: BaseException, attempt: int, settings: ProviderSettings) -> None:
+    """Wait before retrying a provider request: what the server asked (Retry-After), else
+    exponential backoff with jitter; never longer than `max_wait_s`."""
+    wait = retry_after(exc)
+    if wait is None:
+        wait = settings.backoff_s * 2**attempt * (0.5 + random.random())
+    time.sleep(min(max(wait, 0.0), settings.max_wait_s))
 
 
 def failure_reason(exc: BaseException) -> str:

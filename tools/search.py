@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from footnote.models.embedding_choice import EmbeddingsSetting
 from footnote.store.types import Caller, Filters, Hit, Ranked
@@ -66,29 +66,20 @@ def run_stage(
     if stage == "hybrid":
         return retriever.hybrid(query, k, mask, fusion="rrf", extra_vectors=extra)
 
+    pipeline: dict[str, Any] = {  # the default pipeline's fusion, for both rankings
+        "fusion": PIPELINE_FUSION,
+        "dense_weight": PIPELINE_DENSE_WEIGHT,
+        "extra_vectors": extra,
+        "position_decay": PIPELINE_POSITION_DECAY,
+    }
+
     def fused(text: str, depth: int) -> list[Hit]:
-        return retriever.hybrid(
-            text,
-            depth,
-            mask,
-            fusion=PIPELINE_FUSION,
-            dense_weight=PIPELINE_DENSE_WEIGHT,
-            extra_vectors=extra,
-            position_decay=PIPELINE_POSITION_DECAY,
-        )
+        return retriever.hybrid(text, depth, mask, **pipeline)
 
     if stage == "graph":
 
         def ranked(text: str, depth: int) -> list[Ranked]:
-            return retriever.hybrid_ranked(
-                text,
-                depth,
-                mask,
-                fusion=PIPELINE_FUSION,
-                dense_weight=PIPELINE_DENSE_WEIGHT,
-                extra_vectors=extra,
-                position_decay=PIPELINE_POSITION_DECAY,
-            )
+            return retriever.hybrid_ranked(text, depth, mask, **pipeline)
 
         return graph_search(retriever, query, k, mask, ranked)
     if stage == "prf":

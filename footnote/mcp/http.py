@@ -23,28 +23,25 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Receive, Scope, Send
 
 from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
-from footnote.server.credentials import Credentials, CredentialsError, Unauthenticated
-from footnote.server.own_api import ApiRefused, OwnApi, credentials_of, loopback_url
-from footnote.server.settings import ContextRefused, ServerSettings
+from footnote.server.credentials import CredentialsError, Unauthenticated
+from footnote.server.own_api import (
+    ApiRefused,
+    OwnApi,
+    credentials_of,
+    loopback_url,
+    served_credentials,
+    served_settings,
+)
+from footnote.server.settings import ContextRefused
 
 CALLER_KEY = "footnote.caller"
 """Where the authenticated caller rides in the request's ASGI scope."""
 
 
-@functools.cache
-def _credentials() -> Credentials:
-    return Credentials.from_env()
-
-
-@functools.cache
-def _settings() -> ServerSettings:
-    return ServerSettings.from_env()
-
-
 def index_location(name: str) -> str:
     """The operator's index of that name; ToolRefused, with the reason, for anything else
     (another name, a path or a URL, even the operator's own)."""
-    settings = _settings()
+    settings = served_settings()
     if name in settings.indexes:
         return settings.indexes[name]
     try:
@@ -108,7 +105,9 @@ class McpEndpoint:
     @functools.cached_property
     def server(self) -> Server[Any, Any]:
         """Made on first use: the operator's settings are read in the serving process."""
-        tools = FootnoteTools(index_location, ServedAnswerer(), embeddings=_settings().embeddings)
+        tools = FootnoteTools(
+            index_location, ServedAnswerer(), embeddings=served_settings().embeddings
+        )
         return make_server(tools, _caller_of)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -117,7 +116,9 @@ class McpEndpoint:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         try:
             identity = await asyncio.to_thread(
-                _credentials().identify, headers.get("authorization"), headers.get("x-api-key")
+                served_credentials().identify,
+                headers.get("authorization"),
+                headers.get("x-api-key"),
             )
         except Unauthenticated as exc:
             await _refuse(send, 401, str(exc))

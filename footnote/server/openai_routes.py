@@ -33,9 +33,16 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, Router
 
 from footnote.graph.prompts import NOT_COVERED
-from footnote.server.credentials import Credentials, CredentialsError, Unauthenticated
-from footnote.server.own_api import ApiRefused, OwnApi, credentials_of, loopback_url
-from footnote.server.settings import DEFAULT_INDEX_NAME, ServerSettings
+from footnote.server.credentials import CredentialsError, Unauthenticated
+from footnote.server.own_api import (
+    ApiRefused,
+    OwnApi,
+    credentials_of,
+    loopback_url,
+    served_credentials,
+    served_settings,
+)
+from footnote.server.settings import DEFAULT_INDEX_NAME
 
 MODEL_PREFIX = "footnote"
 MAX_BODY = 1_000_000
@@ -70,28 +77,18 @@ class OpenAIError(Exception):
         )
 
 
-@functools.cache
-def _credentials() -> Credentials:
-    return Credentials.from_env()
-
-
-@functools.cache
-def _settings() -> ServerSettings:
-    return ServerSettings.from_env()
-
-
 def served_models() -> dict[str, str]:
     """Model id -> index name: `footnote` is the default index, `footnote-<name>` the others."""
     return {
         MODEL_PREFIX if name == DEFAULT_INDEX_NAME else f"{MODEL_PREFIX}-{name}": name
-        for name in _settings().indexes
+        for name in served_settings().indexes
     }
 
 
 async def _authenticate(request: Request) -> None:
     try:
         await asyncio.to_thread(
-            _credentials().identify,
+            served_credentials().identify,
             request.headers.get("authorization"),
             request.headers.get("x-api-key"),
         )

@@ -9,16 +9,32 @@ that received the caller's request, over loopback.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 import httpx
 from starlette.types import Scope
 
+from footnote.server.credentials import Credentials
+from footnote.server.settings import ServerSettings
+
 CREDENTIAL_HEADERS = ("authorization", "x-api-key")
 ANSWER_GRAPH = "footnote"
 RUN_TIMEOUT_S = 900.0
 """An answer on a CPU-only host with a local model can take minutes."""
+
+
+@functools.cache
+def served_credentials() -> Credentials:
+    """The server's credentials, read from its environment once per process."""
+    return Credentials.from_env()
+
+
+@functools.cache
+def served_settings() -> ServerSettings:
+    """The server's settings, read from its environment once per process."""
+    return ServerSettings.from_env()
 
 
 class ApiRefused(Exception):
