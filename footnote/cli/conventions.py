@@ -53,9 +53,9 @@ EXAMPLES = {
   footnote mcp --index .footnote/handbook --groups hr     # as a member of hr (and everyone)
   footnote mcp --index .footnote/handbook --admin         # every document; the admin tools""",
     "graph": """\
-  footnote graph --index .footnote/handbook                       # the entities you may read
-  footnote graph "service account" --groups engineering           # one entity's documents, neighbours
-  footnote graph --json --limit 50                                # for scripts""",
+  footnote graph --index .footnote/handbook              # the entities you may read
+  footnote graph "service account" --groups engineering  # its documents and neighbours
+  footnote graph --json --limit 50                       # for scripts""",
     "keys": """\
   footnote keys --file keys.json add alice --group engineering   # prints alice's key once
   footnote keys list --json                                      # reads $FOOTNOTE_API_KEYS
