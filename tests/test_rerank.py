@@ -16,6 +16,7 @@ from footnote.graph.context import Context
 from footnote.graph.graph import make_graph
 from footnote.models.embeddings import load_embeddings
 from footnote.store.types import Caller
+from footnote.tools import retriever as retriever_module
 from footnote.tools.documents import retrieve_candidates
 from footnote.tools.rerank import RerankerError, check_reranker, make_reranker
 from footnote.tools.retrieval import get_retriever
@@ -149,13 +150,14 @@ def test_graph_searches_with_the_context_reranker(
     handbook_index: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     seen: list[SearchRequest] = []
-    real = graph_tools.retrieve_candidates
+    real = retriever_module.retrieve_candidates
 
     def recording(request: SearchRequest, question: str = "") -> Any:
         seen.append(request)
         return real(request, question)
 
-    monkeypatch.setattr(graph_tools, "retrieve_candidates", recording)
+    # The graph's search tool runs as a retriever (CandidateSearch), which retrieves there.
+    monkeypatch.setattr(retriever_module, "retrieve_candidates", recording)
     out = make_graph().invoke(
         {"messages": [{"role": "user", "content": QUESTION}]},
         context={"index_dir": str(handbook_index), "reranker": "sentence"},
