@@ -6,7 +6,7 @@
 POST /v1/embeddings answers after `latency` seconds with deterministic 16-dimension vectors
 (from each input's hash, so a test can check which vector came back for which text). The
 first `rate_limited` requests get HTTP 429 with `Retry-After: retry_after` instead; a request
-while `hang` is set gets no answer for `hang` seconds. The stub records every request's
+while `hang` is set gets no answer for `hang` seconds, or until the stub stops. The stub records every request's
 inputs and time, and the most requests it ever had in flight at once.
 """
 
@@ -48,6 +48,8 @@ class StubEmbeddings:
         self.in_flight = 0
         self.max_in_flight = 0
         self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        """Set on exit, so a hanging request ends with the stub rather than outliving it."""
         stub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -71,6 +73,7 @@ class StubEmbeddings:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self._stopped.set()
         self._server.shutdown()
         self._server.server_close()
         self._thread.join(timeout=5)
@@ -90,8 +93,8 @@ class StubEmbeddings:
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
         try:
-            if self.hang:
-                time.sleep(self.hang)
+            if self.hang and self._stopped.wait(self.hang):
+                return
             if limited:
                 payload: dict[str, Any] = {
                     "error": {"message": "Rate limit reached", "type": "rate_limit_exceeded"}
