@@ -25,7 +25,10 @@ BUDGET_S = 6
 """The per-file budget the served indexer runs with ($FOOTNOTE_MAX_SECONDS)."""
 PARSE_MEMORY_MB = 400
 """The parse worker's cap ($FOOTNOTE_PARSE_MEMORY_MB); the bomb needs ~700 MB."""
-SERVER_ENV = {"FOOTNOTE_MAX_SECONDS": str(BUDGET_S), "FOOTNOTE_PARSE_MEMORY_MB": str(PARSE_MEMORY_MB)}
+SERVER_ENV = {
+    "FOOTNOTE_MAX_SECONDS": str(BUDGET_S),
+    "FOOTNOTE_PARSE_MEMORY_MB": str(PARSE_MEMORY_MB),
+}
 BOMB_PARAGRAPHS = 800_000
 SERVER_GROWTH_MB = 256
 """How much the server process itself may grow while indexing: the upload's request and
