@@ -154,11 +154,13 @@ def run_job(
             )
         finally:
             os.close(write_end)
-        with os.fdopen(read_end, "rb") as replies:
+        assert process.stdin is not None
+        with os.fdopen(read_end, "rb") as replies, process.stdin:
             try:
-                assert process.stdin is not None
-                process.stdin.write(request.encode())
-                process.stdin.close()
+                # One line, then the pipe stays open: the job ends when it closes (the
+                # server that asked for it stopped or died) rather than run on orphaned.
+                process.stdin.write(request.encode() + b"\n")
+                process.stdin.flush()
                 progress({"stage": "started", "pid": process.pid})
                 return _outcome(replies, progress)
             finally:
@@ -198,7 +200,8 @@ def _serve(reply_fd: int) -> None:
             sink.write(json.dumps(frame).encode() + b"\n")
             sink.flush()
 
-    request = json.loads(sys.stdin.buffer.read())
+    request = json.loads(sys.stdin.buffer.readline())
+    threading.Thread(target=_end_with_the_server, daemon=True).start()
     arguments = dict(request["arguments"])
     arguments.setdefault("max_seconds", max_seconds())
     arguments["progress"] = lambda stage, done, total: send(
@@ -222,5 +225,14 @@ def _serve(reply_fd: int) -> None:
     send({"result": summary.to_dict()})
 
 
+def _end_with_the_server() -> None:
+    """Stop the job at once when the server's end of stdin closes: it stopped waiting."""
+    while sys.stdin.buffer.read(1 << 16):
+        pass
+    os._exit(1)
+
+
 if __name__ == "__main__":
     _serve(int(sys.argv[1]))
+    sys.stderr.flush()
+    os._exit(0)  # at once: the stdin watcher's read must not hold up the interpreter's exit

@@ -30,6 +30,9 @@ SERVER_ENV = {
     "FOOTNOTE_PARSE_MEMORY_MB": str(PARSE_MEMORY_MB),
 }
 BOMB_PARAGRAPHS = 800_000
+JOB_WORK_S = 45
+"""What the job may take besides the bomb's budget: starting, the small file, publishing
+(about 6 s here); unbounded, the bomb alone takes minutes."""
 SERVER_GROWTH_MB = 256
 """How much the server process itself may grow while indexing: the upload's request and
 state, not the parse (that lives in the job's worker)."""
@@ -141,8 +144,8 @@ def check_bomb_bounded_while_answering(
     assert result["files"]["added"] == ["numbat.md"], result  # the rest of the job went on
     parsed = [t for t, event, data in events if event == "custom" and data.get("stage") == "parse"]
     assert len(parsed) == 2, events  # progress, file by file
-    assert max(parsed) - sent <= BUDGET_S + 60, "parsing outlasted the bomb's budget"
-    assert answered < max(parsed), "the question was not answered while the files were parsed"
+    ran = events[-1][0] - next(t for t, event, data in events if data.get("stage") == "started")
+    assert ran <= BUDGET_S + JOB_WORK_S, f"the job ran {ran:.0f} s: over the bomb's budget"
 
     grown = (watch.server_peak - watch.baseline) >> 20
     assert grown <= SERVER_GROWTH_MB, f"the server grew by {grown} MB while indexing"
@@ -151,8 +154,9 @@ def check_bomb_bounded_while_answering(
     assert max(parse_workers) >> 20 <= PARSE_MEMORY_MB, watch.workers
     print(
         f"question idle max {max(idle):.2f} s, while indexing {took:.2f} s (bound {bound:.2f} s); "
-        f"bomb: {errors['bomb.docx']!r}, parsing done {max(parsed) - sent:.1f} s after the "
-        f"upload; server grew {grown} MB; parse worker peak {max(parse_workers) >> 20} MB"
+        f"bomb: {errors['bomb.docx']!r}; the job ran {ran:.1f} s ({answered - sent:.1f} s "
+        f"after the upload was sent, the question had its answer); server grew {grown} MB; "
+        f"parse worker peak {max(parse_workers) >> 20} MB"
     )
     listed = {d["source"] for d in admin.runs.wait(None, "library", input={})["documents"]}
     assert "numbat.md" in listed, listed

@@ -125,3 +125,46 @@ def test_the_dev_server_runs_many_runs_at_once(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(JOBS_ENV, "0")
     with pytest.raises(ValueError, match=JOBS_ENV):
         server_command(host="127.0.0.1", port=1, config=Path("langgraph.json"))
+
+
+def test_a_job_ends_when_the_server_that_asked_for_it_goes(tmp_path: Path) -> None:
+    """A replica that dies mid-job closes its end of the job's stdin: the job and its parse
+    worker stop then, rather than run on orphaned while holding the index's queue."""
+    import os
+    import subprocess
+    import sys
+
+    import psutil
+
+    from tests.test_office import _many_paragraphs
+
+    docs = _docs(tmp_path)
+    (docs / "slow.docx").write_bytes(_many_paragraphs(800_000, varied=True))  # ~15 s to parse
+    read_end, write_end = os.pipe()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "footnote.ingest.jobs", str(write_end)],
+        stdin=subprocess.PIPE,
+        pass_fds=(write_end,),
+    )
+    os.close(write_end)
+    assert process.stdin is not None
+    request = {"action": "add", "index": str(tmp_path / "index"), "arguments": {}}
+    request["arguments"] = {"paths_or_urls": [str(docs)]}
+    process.stdin.write(json.dumps(request).encode() + b"\n")
+    process.stdin.flush()
+    with os.fdopen(read_end, "rb") as replies:
+        while json.loads(replies.readline())["progress"] != {
+            "stage": "parse",
+            "done": 2,
+            "total": 2,
+        }:
+            pass  # now slow.docx (after quokka.md) is being parsed
+        time.sleep(1.0)
+        workers = psutil.Process(process.pid).children(recursive=True)
+        assert workers, "the job's parse worker was not running"
+        process.stdin.close()
+        process.wait(timeout=10)
+        assert process.returncode != 0
+        psutil.wait_procs(workers, timeout=10)
+        assert not [w for w in workers if w.is_running() and w.status() != "zombie"]
+        assert replies.read() == b""  # no result: the index was not written
