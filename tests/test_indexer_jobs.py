@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from footnote.ingest import jobs
-from footnote.server.langgraph_dev import JOBS_ENV, server_command
+from footnote.server.langgraph_dev import SERVER_JOBS_ENV, server_command
 
 
 def _docs(tmp_path: Path) -> Path:
@@ -116,14 +116,14 @@ def test_a_jobs_errors_come_back_as_known_kinds_only() -> None:
 
 def test_the_dev_server_runs_many_runs_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     """`langgraph dev` alone runs one at a time: an indexer job then held every question."""
-    monkeypatch.delenv(JOBS_ENV, raising=False)
+    monkeypatch.delenv(SERVER_JOBS_ENV, raising=False)
     command = server_command(host="127.0.0.1", port=1, config=Path("langgraph.json"))
     assert command[command.index("--n-jobs-per-worker") + 1] == "10"
-    monkeypatch.setenv(JOBS_ENV, "4")
+    monkeypatch.setenv(SERVER_JOBS_ENV, "4")
     command = server_command(host="127.0.0.1", port=1, config=Path("langgraph.json"))
     assert command[command.index("--n-jobs-per-worker") + 1] == "4"
-    monkeypatch.setenv(JOBS_ENV, "0")
-    with pytest.raises(ValueError, match=JOBS_ENV):
+    monkeypatch.setenv(SERVER_JOBS_ENV, "0")
+    with pytest.raises(ValueError, match=SERVER_JOBS_ENV):
         server_command(host="127.0.0.1", port=1, config=Path("langgraph.json"))
 
 
