@@ -24,6 +24,7 @@ from langgraph.runtime import Runtime
 
 from footnote.graph.tools import _served_user, _user_field
 from footnote.ingest import corpus
+from footnote.ingest.jobs import run_job
 from footnote.ingest.pipeline import DEFAULT_MAX_BYTES
 from footnote.store.backends import default_index
 
@@ -145,39 +146,33 @@ def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
 
 
 def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, Any]:
-    """Run the admin's action through the same write path as `footnote add/remove/sync`."""
+    """Run the admin's action through the same write path as `footnote add/remove/sync`, in
+    a job process queued per index (`ingest/jobs.py`), never in the server's own process:
+    its progress, `queued` while another job holds the index, comes back as custom events."""
     _require_admin()
     context = _context(runtime)
     index = context.index_dir
     if state.action == "sources":
         return {"result": corpus.sources(index)}
-    writer = get_stream_writer()
     options: dict[str, Any] = {
         "embeddings": context.embeddings,
         "allow_private": context.allow_private,
-        "progress": lambda stage, done, total: writer(
-            {"stage": stage, "done": done, "total": total}
-        ),
     }
-    if state.action == "sync":
-        summary = corpus.sync(index, **options)
-    elif state.action == "remove":
-        summary = corpus.remove(index, state.sources, **options)
-    else:
+    if state.action == "remove":
+        options["patterns"] = list(state.sources)
+    elif state.action == "add":
         saved = _save_uploads(state.uploads, Path(context.upload_dir))
-        targets: list[str | Path] = [*state.sources, *saved]
+        targets = [*state.sources, *map(str, saved)]
         if not targets:
             raise ValueError("add needs sources or uploads")
-        summary = corpus.add(
-            index,
-            targets,
+        options.update(
+            paths_or_urls=targets,
             access=state.access or None,
             include=state.include,
             exclude=state.exclude,
             crawl=state.crawl,
-            **options,
         )
-    return {"result": summary.to_dict()}
+    return {"result": run_job(state.action, index, options, progress=get_stream_writer())}
 
 
 builder = StateGraph(

@@ -88,11 +88,28 @@ def parse_isolated(data: bytes, path: Path, source: str) -> ParsedDocument:
             _workers.remove(worker)
             worker.kill()
             if isinstance(exc, OSError | EOFError):
-                raise ParseError(
-                    f"parsing stopped: the file needed more than {memory} MB ({MEMORY_ENV})"
-                ) from None
+                raise ParseError(_over_memory(memory)) from None
             raise
     return _document(reply)
+
+
+def _over_memory(memory_mb: int) -> str:
+    return f"parsing stopped: the file needed more than {memory_mb} MB ({MEMORY_ENV})"
+
+
+def _ran_out_of_memory(exc: BaseException) -> bool:
+    """Whether a parse failed for want of memory: a MemoryError, or libxml2's own
+    out-of-memory error, which lxml reports as an XMLSyntaxError ("unknown error")."""
+    from lxml import etree
+
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, MemoryError) or (
+            isinstance(seen, etree.XMLSyntaxError) and seen.code == etree.ErrorTypes.ERR_NO_MEMORY
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _write_frame(stream: IO[bytes], payload: bytes) -> None:
@@ -165,7 +182,7 @@ def _serve(memory_mb: int) -> None:
             doc = parse_bytes(data, Path(str(header["name"])), str(header["source"]))
             reply = {"document": dataclasses.asdict(doc)}
         except ParseError as exc:
-            reply = {"error": str(exc)}
+            reply = {"error": _over_memory(memory_mb) if _ran_out_of_memory(exc) else str(exc)}
         except MemoryError:
             os._exit(3)  # the parent reports it: over the memory limit
         _write_frame(sink, json.dumps(reply).encode())

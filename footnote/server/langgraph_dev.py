@@ -117,6 +117,24 @@ def server_config(*, directory: Path, postgres_checkpoints: bool = False) -> Pat
     return target
 
 
+SERVER_JOBS_ENV = "FOOTNOTE_SERVER_JOBS"
+DEFAULT_SERVER_JOBS = 10
+"""Runs the dev server executes at once. `langgraph dev` alone runs one at a time
+(N_JOBS_PER_WORKER=1, set over the environment's), so one long run, an indexer job's, made
+every question wait behind it; the indexer takes at most $FOOTNOTE_INDEXER_JOBS of these."""
+
+
+def server_jobs() -> int:
+    value = os.environ.get(SERVER_JOBS_ENV, "")
+    try:
+        jobs = int(value) if value else DEFAULT_SERVER_JOBS
+    except ValueError:
+        raise ValueError(f"{SERVER_JOBS_ENV} must be a whole number, not {value!r}") from None
+    if jobs < 1:
+        raise ValueError(f"{SERVER_JOBS_ENV} must be at least 1, not {jobs}")
+    return jobs
+
+
 def server_command(*, host: str, port: int, config: Path) -> list[str]:
     """`langgraph dev` for `config`; run it with the config's folder as working directory
     (the server keeps its `.langgraph_api/` state there)."""
@@ -126,6 +144,8 @@ def server_command(*, host: str, port: int, config: Path) -> list[str]:
         "dev",
         "--no-browser",
         "--no-reload",
+        "--n-jobs-per-worker",
+        str(server_jobs()),
         "--host",
         host,
         "--port",

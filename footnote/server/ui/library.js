@@ -147,6 +147,15 @@ function summaryText(result) {
   return `Done: ${parts.join(", ")}.` + (reasons.length ? ` ${reasons.join("; ")}` : "");
 }
 
+function progressText(p) {
+  // The indexer's job says when it waits behind another job on this index, then counts.
+  if (p.stage === "queued") return "Queued: another job is indexing; this one starts after it…";
+  if (typeof p.done === "number" && typeof p.total === "number") {
+    return `Working: ${p.stage} ${p.done}/${p.total}`;
+  }
+  return "Working…";
+}
+
 async function manage(input) {
   if (library.busy) return;
   library.busy = true;
@@ -154,7 +163,7 @@ async function manage(input) {
   libraryStatus("Working…");
   try {
     const done = await corpusRun("indexer", input, (p) => {
-      if (p && p.stage) libraryStatus(`Working: ${p.stage} ${p.done}/${p.total}`);
+      if (p && p.stage) libraryStatus(progressText(p));
     });
     const message = summaryText(done.result);
     await refreshLibrary();
