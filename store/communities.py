@@ -49,9 +49,7 @@ to everything: it joins no community (the graph stage's own hub rule), unless it
 title (a long document's chunks belong together)."""
 
 
-def build_communities(
-    directory: Path, arrays: dict[str, np.ndarray], rows: int
-) -> dict[str, Any]:
+def build_communities(directory: Path, arrays: dict[str, np.ndarray], rows: int) -> dict[str, Any]:
     """Write the community files beside the graph's arrays; returns their summary figures."""
     import igraph
     import leidenalg

@@ -51,8 +51,10 @@ class Community:
             "chunks": len(self.rows),
             "entities": self.entities[:entities],
             "documents": sorted({s.chunk.source for s in self.summary}),
-            "summary": [{"text": s.text, "chunk_id": s.chunk.id, "source": s.chunk.source}
-                        for s in self.summary],  # fmt: skip
+            "summary": [
+                {"text": s.text, "chunk_id": s.chunk.id, "source": s.chunk.source}
+                for s in self.summary
+            ],  # fmt: skip
         }
 
 
@@ -84,8 +86,10 @@ class CommunityView:
         # rows by community, most central first (ties by row)
         order = rows[np.lexsort((rows, -centrality[rows], chunk[rows]))]
         found: list[Community] = []
-        starts = np.flatnonzero(np.r_[True, np.diff(chunk[order]) != 0]) if len(order) else []
-        bounds = [*list(starts), len(order)]
+        starts: list[int] = (
+            np.flatnonzero(np.r_[True, np.diff(chunk[order]) != 0]).tolist() if len(order) else []
+        )
+        bounds = [*starts, len(order)]
         for start, end in zip(bounds[:-1], bounds[1:], strict=True):
             members = order[start:end]
             cid = int(chunk[members[0]])
@@ -126,14 +130,22 @@ def best_sentence(text: str, keys: list[str]) -> str | None:
     questions and fragments; None when the text has no such sentence."""
     best: tuple[int, int] | None = None
     chosen = None
-    for position, line in enumerate(split_sentences(text)):
-        sentence = line.lstrip("-*• ").strip()
-        if len(sentence.split()) < MIN_SENTENCE_WORDS or sentence.rstrip(" .").endswith("?"):
-            continue
-        if sentence.startswith(("#", "|")):
-            continue
+    for position, sentence in enumerate(sentence_candidates(text)):
         padded = f" {entity_key(sentence)} "
         score = sum(1 for key in keys if key and f" {key} " in padded)
         if best is None or (score, -position) > best:
             best, chosen = (score, -position), sentence
     return chosen
+
+
+def sentence_candidates(text: str) -> list[str]:
+    """A chunk's sentences that can stand alone in a summary: not a question ("How do I
+    ...?" titles of FAQ entries), a heading, a table row or a fragment; list marks dropped."""
+    out = []
+    for line in split_sentences(text):
+        sentence = line.lstrip("-*• ").strip()
+        if len(sentence.split()) < MIN_SENTENCE_WORDS or sentence.rstrip(" .").endswith("?"):
+            continue
+        if not sentence.startswith(("#", "|")):
+            out.append(sentence)
+    return out

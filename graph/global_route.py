@@ -1,0 +1,331 @@
+"""The global route: a question about the whole corpus or a large part of it ("what does the
+handbook cover?", "which policies set a deadline?") answered by map-reduce over the entity
+graph's communities, not from the few best chunks of one or two documents.
+
+Select: an overview question (no topic of its own) takes the caller's visible communities,
+largest first; a question with a topic ranks them by the pipeline's hits for it, each
+community scored by the reciprocal ranks of its hits, and keeps those hits as its evidence.
+
+Map, offline: one or two cited sentences per community, from its evidence chunks (or its most
+central chunks for an overview), other documents before a second sentence of the same one.
+With a chat model: a report per community, written from its visible central chunks and
+cached by their content (store/report_cache.py), so a community is reported once until it
+changes.
+
+Reduce, offline: the sentences, community by community, most relevant first, within the
+budgets (`max_communities`, `max_global_sentences`). With a model: one call over the reports
+and their sources. Either way every sentence is checked against the sources it cites
+(grounding.py) before it reaches the user.
+
+Only the caller's visible chunks take part at every step (tools/communities.py): a
+community, a sentence, an entity name or a report from a document they may not read never
+reaches them. An index without a graph (FOOTNOTE_GRAPH=0, PostgreSQL) groups the hits by
+document instead.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from langchain_core.documents import Document
+from langchain_core.language_models import BaseChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+
+from footnote.graph import grounding, prompts
+from footnote.graph.citations import format_sources
+from footnote.graph.context import Context
+from footnote.graph.state import CLEAR, Finding, State
+from footnote.graph.tools import run_caller
+from footnote.store.report_cache import ReportCache, report_key
+from footnote.store.text import keyword_tokens
+from footnote.store.types import Caller, Hit
+from footnote.tools.communities import (
+    CENTRAL_CHUNKS,
+    CommunityView,
+    best_sentence,
+    sentence_candidates,
+)
+from footnote.tools.documents import hit_to_document
+from footnote.tools.retrieval import Retriever, get_retriever
+from footnote.tools.search import run_stage
+from footnote.tools.sources import escape_source_text
+
+SEARCH_DEPTH = 40
+"""Pipeline hits a topical global question ranks communities by."""
+SENTENCE_FLOOR = 0.35
+"""Least similarity to the question a topical answer's sentence needs (the offline grader's
+dense scale): below it a community's best sentence is not about the question."""
+SENTENCES_PER_COMMUNITY = 2
+REPORT_SOURCES = CENTRAL_CHUNKS
+_CUE_WORDS = """summarize summarise summary overview cover covers covered contain contains
+    include includes topic topics subject subjects theme themes area areas everything
+    handbook documents document docs doc files file pages page corpus wiki list every all
+    each which mention mentions mentioned name names talk talks about kinds kind things
+    sources source sections section deal give tell main key parts part what"""
+CUE_TOKENS = frozenset(keyword_tokens(_CUE_WORDS))
+"""Words that say the question is global, not what it is about."""
+
+
+@dataclass
+class Selected:
+    """One community chosen for the answer, with the chunks its sentences come from."""
+
+    id: int | str
+    score: float
+    rows: list[int]
+    entities: list[str] = field(default_factory=list)
+    chunks: int = 0
+
+
+def topic_of(question: str) -> str:
+    """The question without the words that only make it global ("Which policies set a
+    deadline?" -> "policies set deadline"); empty for an overview question."""
+    words = re.findall(r"[\w'-]+", question)
+    kept = [w for w in words if (t := keyword_tokens(w)) and not set(t) <= CUE_TOKENS]
+    return " ".join(kept)
+
+
+def select(
+    retriever: Retriever[Any], view: CommunityView, mask: Any, question: str, limit: int
+) -> tuple[list[Selected], int]:
+    """The communities to answer from, most relevant first, and the searches made."""
+    topic = topic_of(question)
+    if not topic and view.available:
+        return [
+            Selected(c.id, float(len(c.rows)), c.rows[:CENTRAL_CHUNKS], c.entities, len(c.rows))
+            for c in view.communities()[:limit]
+        ], 0
+    hits = run_stage(retriever, topic or question, SEARCH_DEPTH, mask, "pipeline")
+    by_id: dict[int | str, Selected] = {}
+    shown = {c.id: c for c in view.communities()} if view.available else {}
+    assert view.graph is not None or not shown
+    chunk_of = np.asarray(view.graph.communities.chunk) if view.graph is not None else None
+    for rank, hit in enumerate(hits):
+        cid: int | str = hit.chunk.source
+        if chunk_of is not None and chunk_of[hit.row] >= 0:
+            cid = int(chunk_of[hit.row])
+        chosen = by_id.get(cid)
+        if chosen is None:
+            found = shown.get(cid) if isinstance(cid, int) else None
+            chosen = by_id[cid] = Selected(cid, 0.0, [], found.entities if found else [],
+                                           len(found.rows) if found else 0)  # fmt: skip
+        chosen.score += 1.0 / (rank + 1)
+        chosen.rows.append(hit.row)
+    ordered = sorted(by_id.values(), key=lambda s: (-s.score, str(s.id)))
+    return ordered[:limit], 1
+
+
+def map_sentences(
+    retriever: Retriever[Any],
+    selected: Sequence[Selected],
+    question: str,
+    overview: bool,
+    per_community: int,
+) -> list[list[tuple[str, Hit]]]:
+    """Offline map: per community, its cited sentences (at most `per_community`), from
+    different documents first. An overview takes each chunk's sentence that names most of
+    the community's entities; a topical question the one closest to the question, if it is
+    close enough."""
+    embed = retriever.embeddings.embed_array
+    asked = embed([question])[0] if not overview else None
+    out: list[list[tuple[str, Hit]]] = []
+    for community in selected:
+        hits = read_hits(retriever, community.rows)
+        keys = [" ".join(re.findall(r"\w+", n.lower())) for n in community.entities[:20]]
+        scored: list[tuple[float, str, Hit]] = []
+        for position, hit in enumerate(hits):
+            if overview:
+                sentence = best_sentence(hit.chunk.text, keys)
+                if sentence is not None:
+                    scored.append((-position, sentence, hit))
+                continue
+            sentences = sentence_candidates(hit.chunk.text)
+            if not sentences:
+                continue
+            similarity = embed(sentences) @ asked
+            best = int(np.argmax(similarity))
+            if similarity[best] >= SENTENCE_FLOOR:
+                scored.append((float(similarity[best]), sentences[best], hit))
+        scored.sort(key=lambda item: -item[0])
+        picked: list[tuple[str, Hit]] = []
+        spare: list[tuple[str, Hit]] = []
+        used: set[str] = set()
+        for _, sentence, hit in scored:
+            (spare if hit.chunk.source in used else picked).append((sentence, hit))
+            used.add(hit.chunk.source)
+        out.append((picked + spare)[:per_community])
+    return out
+
+
+class Numbering:
+    """The answer's sources, numbered once, in the order they are first cited."""
+
+    def __init__(self) -> None:
+        self.documents: list[Document] = []
+        self.number: dict[str, int] = {}
+
+    def __call__(self, hit: Hit) -> int:
+        if hit.chunk.id not in self.number:
+            self.documents.append(hit_to_document(hit))
+            self.number[hit.chunk.id] = len(self.documents)
+        return self.number[hit.chunk.id]
+
+
+def read_hits(retriever: Retriever[Any], rows: Sequence[int]) -> list[Hit]:
+    return [Hit(c, 0.0, r) for r, c in zip(rows, retriever.reader.chunks(list(rows)), strict=True)]
+
+
+class GlobalAnswer:
+    """The `global_answer` node's work for one turn (see the module's docstring)."""
+
+    def __init__(self, context: Context, state: State, model: BaseChatModel | None) -> None:
+        self.context = context
+        self.state = state
+        self.model = model
+        self.calls_left = max(0, context.max_model_calls_per_turn - state.footnote_model_calls)
+        self.calls = 0
+        self.report_calls = 0
+        self.notices: list[str] = []
+
+    def run(self, write: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        context, question = self.context, self.state.standalone_question or self.state.question
+        groups, admin = run_caller(context)
+        retriever = get_retriever(context.index_dir, context.embeddings)
+        mask = retriever.mask(Caller(groups=frozenset(groups), admin=admin))
+        view = CommunityView(retriever.reader, mask)
+        overview = not topic_of(question) and view.available
+        selected, searches = select(retriever, view, mask, question, context.max_communities)
+        per = SENTENCES_PER_COMMUNITY
+        if overview and len(selected) * per > context.max_global_sentences:
+            per = 1
+        mapped = map_sentences(retriever, selected, question, overview, per)
+        kept = [(s, m) for s, m in zip(selected, mapped, strict=True) if m]
+        cite = Numbering()
+        contributed: list[set[str]] = [set() for _ in kept]
+        draft = None
+        if self.model is not None and kept and self.calls_left >= 2:
+            draft = self._model_answer(retriever, question, kept, cite, contributed)
+        if draft is None:
+            lines, budget = [], context.max_global_sentences
+            for (_, sentences), ids in zip(kept, contributed, strict=True):
+                chosen = sentences[: max(0, budget)]
+                budget -= len(chosen)
+                ids.update(h.chunk.id for _, h in chosen)
+                if chosen:
+                    lines.append(" ".join(f"{s} [{cite(h)}]" for s, h in chosen))
+            draft = "\n".join(lines)
+        documents = cite.documents
+        checked = grounding.ground(draft, documents, embed=retriever.embeddings.embed_array,
+                                   idf=retriever.idf_weights)  # fmt: skip
+        answer = checked.text or prompts.NOT_COVERED
+        cited = {int(n) for n in re.findall(r"\[(\d+)\]", checked.text)}
+        used = []
+        for (community, _), ids in zip(kept, contributed, strict=True):
+            sources = sorted({str(d.metadata["source"]) for d in documents
+                              if d.id in ids and cite.number[str(d.id)] in cited})  # fmt: skip
+            used.append({"id": community.id, "score": round(community.score, 4),
+                         "chunks": community.chunks, "entities": community.entities[:5],
+                         "documents": sources})  # fmt: skip
+        write({"event": "answer", "text": answer})
+        if checked.removed:
+            self.notices.append(f"Removed {len(checked.removed)} claim(s) that the sources do "
+                                "not support.")  # fmt: skip
+        finding: Finding = {"index": 0, "question": question, "documents": documents,
+                            "searches": searches, "model_calls": self.calls,
+                            "rounds": []}  # fmt: skip
+        return {
+            "messages": [AIMessage(content=answer, id=f"answer-{uuid.uuid4().hex[:12]}")],
+            "documents": [CLEAR, *documents],
+            "findings": [finding],
+            "footnote_communities": used,
+            "footnote_unsupported_claims": checked.removed,
+            "footnote_invalid_citations": checked.invalid,
+            "footnote_searches": searches,
+            "footnote_model_calls": self.state.footnote_model_calls + self.calls,
+            "footnote_notices": list(dict.fromkeys(self.notices)),
+            "footnote_route": [f"global_answer:{len(used)}"],
+        }
+
+    def _model_answer(
+        self,
+        retriever: Retriever[Any],
+        question: str,
+        kept: list[tuple[Selected, list[tuple[str, Hit]]]],
+        cite: Numbering,
+        contributed: list[set[str]],
+    ) -> str | None:
+        """Reports (cached) for the communities the budget allows, then one reduce call; the
+        rest keep their extractive sentences as their report. None: no call left for the
+        reduce step (the offline reduce answers); "": the model found nothing to say."""
+        assert self.model is not None
+        cache = ReportCache(self.context.index_dir)
+        model_name = self.context.model or type(self.model).__name__
+        reports: list[str] = []
+        for (community, sentences), ids in zip(kept, contributed, strict=True):
+            ids.update(h.chunk.id for _, h in sentences)
+            hits = read_hits(retriever, community.rows[:REPORT_SOURCES])
+            docs = [hit_to_document(h) for h in hits]
+            prompt = prompts.COMMUNITY_REPORT_PROMPT.format(sources=format_sources(docs))
+            key = report_key(model_name, prompt)
+            report = cache.get(key)
+            if report is None and self.calls_left - self.calls > 1:
+                response = self.model.invoke(
+                    [HumanMessage(prompt)],
+                    config={
+                        "tags": ["nostream", "footnote:internal"],
+                        "run_name": "community_report",
+                    },
+                )
+                report = _text(response).strip()
+                self.calls += 1
+                self.report_calls += 1
+                cache.put(key, report)
+            if report is None:
+                self.notices.append("Model-call budget spent: some communities are reported "
+                                    "by their extractive sentences.")  # fmt: skip
+                reports.append(" ".join(f"{s} [{cite(h)}]" for s, h in sentences))
+                continue
+            ids.update(h.chunk.id for h in hits)
+            numbers = [cite(h) for h in hits]
+            reports.append(_renumbered(report, numbers))
+            for _, hit in sentences:
+                cite(hit)
+        if self.calls_left - self.calls < 1:
+            return None
+        prompt = prompts.GLOBAL_REDUCE_PROMPT.format(
+            reports="\n\n".join(
+                f"Report {i}: {escape_source_text(r)}" for i, r in enumerate(reports, 1)
+            ),  # fmt: skip
+            sources=format_sources(cite.documents),
+            question=question,
+        )
+        response = self.model.invoke(
+            [HumanMessage(prompt)],
+            config={"tags": ["nostream"], "run_name": "global_reduce"},
+        )
+        self.calls += 1
+        text = _text(response)
+        return "" if text.strip() == prompts.NOT_COVERED else text
+
+
+def _renumbered(text: str, numbers: Sequence[int]) -> str:
+    """A report cites its own sources from 1; the reduce step numbers them across reports.
+    A number naming no source of the report is dropped."""
+
+    def swap(match: re.Match[str]) -> str:
+        n = int(match.group(1))
+        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else ""
+
+    return re.sub(r"\[(\d+)\]", swap, text)
+
+
+def _text(message: Any) -> str:
+    content = getattr(message, "content", "")
+    if isinstance(content, str):
+        return content
+    return " ".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
