@@ -39,8 +39,10 @@ from langchain_core.messages import AIMessage, HumanMessage
 from footnote.graph import grounding, prompts
 from footnote.graph.citations import format_sources
 from footnote.graph.context import Context
+from footnote.graph.grader import has_answer_type
 from footnote.graph.state import CLEAR, Finding, State
 from footnote.graph.tools import run_caller
+from footnote.store.entities import KINDS, entity_key
 from footnote.store.report_cache import ReportCache, report_key
 from footnote.store.text import keyword_tokens
 from footnote.store.types import Caller, Hit
@@ -57,18 +59,32 @@ from footnote.tools.sources import escape_source_text
 
 SEARCH_DEPTH = 40
 """Pipeline hits a topical global question ranks communities by."""
-SENTENCE_FLOOR = 0.35
-"""Least similarity to the question a topical answer's sentence needs (the offline grader's
-dense scale): below it a community's best sentence is not about the question."""
+SENTENCE_FLOOR = 0.45
+"""Similarity to the question that qualifies a topical sentence on its own (the offline
+grader's dense scale); otherwise it needs the topic's words (TOPIC_SHARE) or, for a
+question about deadlines or amounts, a duration or number and KIND_FLOOR."""
+TOPIC_SHARE = 0.5
+"""Idf-weighted share of the topic's keywords a sentence must hold to qualify by words."""
+KIND_FLOOR = 0.1
+KIND_WEIGHT = 0.15
 SENTENCES_PER_COMMUNITY = 2
+"""Sentences a community gets at least room for; more when the budget spreads over few."""
 REPORT_SOURCES = CENTRAL_CHUNKS
 _CUE_WORDS = """summarize summarise summary overview cover covers covered contain contains
     include includes topic topics subject subjects theme themes area areas everything
     handbook documents document docs doc files file pages page corpus wiki list every all
     each which mention mentions mentioned name names talk talks about kinds kind things
-    sources source sections section deal give tell main key parts part what"""
+    sources source sections section deal give tell main key parts part what policy policies
+    guide guides rule rules"""
 CUE_TOKENS = frozenset(keyword_tokens(_CUE_WORDS))
 """Words that say the question is global, not what it is about."""
+_KINDS = (
+    ("deadline", re.compile(r"\b(deadlines?|due|time limits?|how (soon|quickly)|by when)\b",
+                            re.I)),
+    ("duration", re.compile(r"\b(how (long|often)|expir\w*|periods?)\b", re.I)),
+    ("number", re.compile(r"\b(limits?|amounts?|how (much|many)|maximum|minimum|costs?)\b",
+                          re.I)),
+)  # fmt: skip
 
 
 @dataclass
@@ -90,20 +106,47 @@ def topic_of(question: str) -> str:
     return " ".join(kept)
 
 
+def title_scope(view: CommunityView, topic: str) -> np.ndarray | None:
+    """The visible rows of the documents whose titles hold every word of the topic ("What
+    does the FAQ cover?": the pages titled "... FAQ"), when at least two do; else None."""
+    graph = view.graph
+    wanted = set(entity_key(topic).split())
+    if graph is None or not wanted:
+        return None
+    kinds = np.asarray(graph.arrays["entities.kind"])
+    names = graph.names()
+    titles = [
+        e
+        for e in np.flatnonzero((kinds == KINDS.index("title")) & (view.df > 0)).tolist()
+        if wanted <= set(entity_key(names[e]).split())
+    ]
+    if len(titles) < 2:
+        return None
+    by_entity = graph.by_entity()
+    rows = np.concatenate([by_entity.indices[by_entity.indptr[e] : by_entity.indptr[e + 1]]
+                           for e in titles])  # fmt: skip
+    scope = np.zeros(len(view.mask), dtype=bool)
+    scope[rows] = True
+    return scope & view.mask
+
+
 def select(
     retriever: Retriever[Any], view: CommunityView, mask: Any, question: str, limit: int
-) -> tuple[list[Selected], int]:
-    """The communities to answer from, most relevant first, and the searches made."""
+) -> tuple[list[Selected], int, bool]:
+    """The communities to answer from, most relevant first, the searches made, and whether
+    this is an overview (of everything, or of the documents a title scope names)."""
     topic = topic_of(question)
-    if not topic and view.available:
+    scope = title_scope(view, topic) if topic and view.available else None
+    if view.available and (not topic or scope is not None):
+        scoped = view if scope is None else CommunityView(retriever.reader, scope)
         return [
-            Selected(c.id, float(len(c.rows)), c.rows[:CENTRAL_CHUNKS], c.entities, len(c.rows))
-            for c in view.communities()[:limit]
-        ], 0
+            Selected(c.id, float(len(c.rows)), _spread(retriever, c.rows), c.entities,
+                     len(c.rows))
+            for c in scoped.communities()[:limit]
+        ], 0, True  # fmt: skip
     hits = run_stage(retriever, topic or question, SEARCH_DEPTH, mask, "pipeline")
     by_id: dict[int | str, Selected] = {}
     shown = {c.id: c for c in view.communities()} if view.available else {}
-    assert view.graph is not None or not shown
     chunk_of = np.asarray(view.graph.communities.chunk) if view.graph is not None else None
     for rank, hit in enumerate(hits):
         cid: int | str = hit.chunk.source
@@ -117,26 +160,41 @@ def select(
         chosen.score += 1.0 / (rank + 1)
         chosen.rows.append(hit.row)
     ordered = sorted(by_id.values(), key=lambda s: (-s.score, str(s.id)))
-    return ordered[:limit], 1
+    return ordered[:limit], 1, False
+
+
+def _spread(
+    retriever: Retriever[Any], rows: list[int], limit: int = 3 * CENTRAL_CHUNKS
+) -> list[int]:
+    """A community's rows, most central first, the most central chunk of each document
+    before any second chunk of one (so a summary reaches as many documents as it can)."""
+    chunks = retriever.reader.chunks(rows[: limit * 4])
+    first: list[int] = []
+    rest: list[int] = []
+    seen: set[str] = set()
+    for row, chunk in zip(rows, chunks, strict=False):
+        (rest if chunk.source in seen else first).append(row)
+        seen.add(chunk.source)
+    return (first + rest)[:limit]
 
 
 def map_sentences(
-    retriever: Retriever[Any],
-    selected: Sequence[Selected],
-    question: str,
-    overview: bool,
-    per_community: int,
+    retriever: Retriever[Any], selected: Sequence[Selected], question: str, overview: bool
 ) -> list[list[tuple[str, Hit]]]:
-    """Offline map: per community, its cited sentences (at most `per_community`), from
-    different documents first. An overview takes each chunk's sentence that names most of
-    the community's entities; a topical question the one closest to the question, if it is
-    close enough."""
+    """Offline map: per community, its candidate sentences, best first, one per chunk and
+    other documents before a second sentence of one. An overview takes each chunk's
+    sentence that names most of the community's entities; a topical question the one
+    closest to it, when it qualifies (SENTENCE_FLOOR, TOPIC_SHARE, KIND_FLOOR)."""
     embed = retriever.embeddings.embed_array
-    asked = embed([question])[0] if not overview else None
+    topic = topic_of(question) or question
+    asked = embed([question])[0]
+    tokens = sorted(set(keyword_tokens(topic)))
+    weights = retriever.idf_weights(tokens) if tokens else {}
+    kind = next((name for name, cue in _KINDS if cue.search(topic)), "")
     out: list[list[tuple[str, Hit]]] = []
     for community in selected:
         hits = read_hits(retriever, community.rows)
-        keys = [" ".join(re.findall(r"\w+", n.lower())) for n in community.entities[:20]]
+        keys = [entity_key(n) for n in community.entities[:20]]
         scored: list[tuple[float, str, Hit]] = []
         for position, hit in enumerate(hits):
             if overview:
@@ -148,9 +206,16 @@ def map_sentences(
             if not sentences:
                 continue
             similarity = embed(sentences) @ asked
-            best = int(np.argmax(similarity))
-            if similarity[best] >= SENTENCE_FLOOR:
-                scored.append((float(similarity[best]), sentences[best], hit))
+            share = np.array([_share(s, weights) for s in sentences])
+            typed = np.array([float(bool(kind) and _of_kind(kind, s)) for s in sentences])
+            score = 0.8 * similarity + 0.2 * share + KIND_WEIGHT * typed
+            best = int(np.argmax(score))
+            if (
+                similarity[best] >= SENTENCE_FLOOR
+                or share[best] >= TOPIC_SHARE
+                or (typed[best] and similarity[best] >= KIND_FLOOR)
+            ):
+                scored.append((float(score[best]), sentences[best], hit))
         scored.sort(key=lambda item: -item[0])
         picked: list[tuple[str, Hit]] = []
         spare: list[tuple[str, Hit]] = []
@@ -158,8 +223,44 @@ def map_sentences(
         for _, sentence, hit in scored:
             (spare if hit.chunk.source in used else picked).append((sentence, hit))
             used.add(hit.chunk.source)
-        out.append((picked + spare)[:per_community])
+        out.append(picked + spare)
     return out
+
+
+_TIME_LIMIT = re.compile(r"\b(within|by|before|ahead|every|until|no later than)\b", re.I)
+
+
+def _of_kind(kind: str, sentence: str) -> bool:
+    """A duration, a number, or for a deadline a duration that limits something ("within
+    30 days", "two weeks ahead"), not any mention of time."""
+    if kind == "deadline":
+        return has_answer_type("duration", sentence) and bool(_TIME_LIMIT.search(sentence))
+    return has_answer_type(kind, sentence)
+
+
+def _share(sentence: str, weights: dict[str, float]) -> float:
+    """Idf-weighted share of the topic's keywords the sentence holds."""
+    total = sum(weights.values())
+    if not total:
+        return 0.0
+    present = set(keyword_tokens(sentence))
+    return sum(w for t, w in weights.items() if t in present) / total
+
+
+def allocate(mapped: list[list[tuple[str, Hit]]], budget: int) -> list[list[tuple[str, Hit]]]:
+    """The budget of sentences shared round by round: each community's first sentence, most
+    relevant community first, then each one's second, and so on; a community gets at most
+    SENTENCES_PER_COMMUNITY, or its even share of the budget when that is more."""
+    non_empty = sum(1 for m in mapped if m)
+    cap = max(SENTENCES_PER_COMMUNITY, budget // max(non_empty, 1))
+    taken = [0] * len(mapped)
+    left = budget
+    for depth in range(cap):
+        for i, sentences in enumerate(mapped):
+            if left and depth < len(sentences):
+                taken[i] += 1
+                left -= 1
+    return [sentences[:n] for sentences, n in zip(mapped, taken, strict=True)]
 
 
 class Numbering:
@@ -198,12 +299,12 @@ class GlobalAnswer:
         retriever = get_retriever(context.index_dir, context.embeddings)
         mask = retriever.mask(Caller(groups=frozenset(groups), admin=admin))
         view = CommunityView(retriever.reader, mask)
-        overview = not topic_of(question) and view.available
-        selected, searches = select(retriever, view, mask, question, context.max_communities)
-        per = SENTENCES_PER_COMMUNITY
-        if overview and len(selected) * per > context.max_global_sentences:
-            per = 1
-        mapped = map_sentences(retriever, selected, question, overview, per)
+        selected, searches, overview = select(
+            retriever, view, mask, question, context.max_communities
+        )
+        mapped = allocate(
+            map_sentences(retriever, selected, question, overview), context.max_global_sentences
+        )
         kept = [(s, m) for s, m in zip(selected, mapped, strict=True) if m]
         cite = Numbering()
         contributed: list[set[str]] = [set() for _ in kept]
@@ -211,13 +312,10 @@ class GlobalAnswer:
         if self.model is not None and kept and self.calls_left >= 2:
             draft = self._model_answer(retriever, question, kept, cite, contributed)
         if draft is None:
-            lines, budget = [], context.max_global_sentences
+            lines = []
             for (_, sentences), ids in zip(kept, contributed, strict=True):
-                chosen = sentences[: max(0, budget)]
-                budget -= len(chosen)
-                ids.update(h.chunk.id for _, h in chosen)
-                if chosen:
-                    lines.append(" ".join(f"{s} [{cite(h)}]" for s, h in chosen))
+                ids.update(h.chunk.id for _, h in sentences)
+                lines.append(" ".join(f"{s} [{cite(h)}]" for s, h in sentences))
             draft = "\n".join(lines)
         documents = cite.documents
         checked = grounding.ground(draft, documents, embed=retriever.embeddings.embed_array,
