@@ -50,6 +50,7 @@ from footnote.tools.communities import (
     CENTRAL_CHUNKS,
     CommunityView,
     best_sentence,
+    document_of,
     sentence_candidates,
 )
 from footnote.tools.documents import hit_to_document
@@ -70,6 +71,10 @@ KIND_WEIGHT = 0.15
 SENTENCES_PER_COMMUNITY = 2
 """Sentences a community gets at least room for; more when the budget spreads over few."""
 REPORT_SOURCES = CENTRAL_CHUNKS
+SPREAD_ROWS = 2000
+"""Most central chunks of a community whose documents are looked at to spread a summary."""
+SCOPE_ROWS = 20_000
+"""Most chunks a title scope reads to keep only the named documents' own chunks."""
 _CUE_WORDS = """summarize summarise summary overview cover covers covered contain contains
     include includes topic topics subject subjects theme themes area areas everything
     handbook documents document docs doc files file pages page corpus wiki list every all
@@ -85,6 +90,10 @@ _KINDS = (
     ("number", re.compile(r"\b(limits?|amounts?|how (much|many)|maximum|minimum|costs?)\b",
                           re.I)),
 )  # fmt: skip
+
+
+_PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
+"""A title's trailing "(director)": its entity is also named without it (store/entities.py)."""
 
 
 @dataclass
@@ -125,9 +134,16 @@ def title_scope(view: CommunityView, topic: str) -> np.ndarray | None:
     by_entity = graph.by_entity()
     rows = np.concatenate([by_entity.indices[by_entity.indptr[e] : by_entity.indptr[e + 1]]
                            for e in titles])  # fmt: skip
+    visible = np.unique(rows)
+    visible = visible[view.mask[visible]][:SCOPE_ROWS]
+    named = {entity_key(names[e]) for e in titles}
+    # a title entity is also on the chunks that name the document: keep its own chunks
+    own = [row for row, chunk in zip(visible.tolist(), view.reader.chunks(visible.tolist()),
+                                     strict=True) if entity_key(chunk.title) in named
+           or entity_key(_PARENTHESIS.sub("", chunk.title)) in named]  # fmt: skip
     scope = np.zeros(len(view.mask), dtype=bool)
-    scope[rows] = True
-    return scope & view.mask
+    scope[own] = True
+    return scope
 
 
 def select(
@@ -149,7 +165,7 @@ def select(
     shown = {c.id: c for c in view.communities()} if view.available else {}
     chunk_of = np.asarray(view.graph.communities.chunk) if view.graph is not None else None
     for rank, hit in enumerate(hits):
-        cid: int | str = hit.chunk.source
+        cid: int | str = document_of(hit.chunk)
         if chunk_of is not None and chunk_of[hit.row] >= 0:
             cid = int(chunk_of[hit.row])
         chosen = by_id.get(cid)
@@ -168,13 +184,13 @@ def _spread(
 ) -> list[int]:
     """A community's rows, most central first, the most central chunk of each document
     before any second chunk of one (so a summary reaches as many documents as it can)."""
-    chunks = retriever.reader.chunks(rows[: limit * 4])
+    chunks = retriever.reader.chunks(rows[:SPREAD_ROWS])
     first: list[int] = []
     rest: list[int] = []
     seen: set[str] = set()
     for row, chunk in zip(rows, chunks, strict=False):
-        (rest if chunk.source in seen else first).append(row)
-        seen.add(chunk.source)
+        (rest if document_of(chunk) in seen else first).append(row)
+        seen.add(document_of(chunk))
     return (first + rest)[:limit]
 
 
@@ -221,8 +237,8 @@ def map_sentences(
         spare: list[tuple[str, Hit]] = []
         used: set[str] = set()
         for _, sentence, hit in scored:
-            (spare if hit.chunk.source in used else picked).append((sentence, hit))
-            used.add(hit.chunk.source)
+            (spare if document_of(hit.chunk) in used else picked).append((sentence, hit))
+            used.add(document_of(hit.chunk))
         out.append(picked + spare)
     return out
 
@@ -248,19 +264,36 @@ def _share(sentence: str, weights: dict[str, float]) -> float:
 
 
 def allocate(mapped: list[list[tuple[str, Hit]]], budget: int) -> list[list[tuple[str, Hit]]]:
-    """The budget of sentences shared round by round: each community's first sentence, most
-    relevant community first, then each one's second, and so on; a community gets at most
-    SENTENCES_PER_COMMUNITY, or its even share of the budget when that is more."""
+    """The budget of sentences shared round by round, most relevant community first: first
+    sentences from documents the answer does not cite yet (a community gets at most
+    SENTENCES_PER_COMMUNITY, or its even share of the budget when that is more), then such
+    sentences beyond that share, then any, within the share."""
     non_empty = sum(1 for m in mapped if m)
     cap = max(SENTENCES_PER_COMMUNITY, budget // max(non_empty, 1))
-    taken = [0] * len(mapped)
-    left = budget
-    for depth in range(cap):
-        for i, sentences in enumerate(mapped):
-            if left and depth < len(sentences):
-                taken[i] += 1
-                left -= 1
-    return [sentences[:n] for sentences, n in zip(mapped, taken, strict=True)]
+    left = [list(m) for m in mapped]
+    chosen: list[list[tuple[str, Hit]]] = [[] for _ in mapped]
+    cited: set[str] = set()
+    remaining = budget
+    for novel_only, limit in ((True, cap), (True, budget), (False, cap)):
+        progress = True
+        while remaining and progress:
+            progress = False
+            for i, candidates in enumerate(left):
+                if not remaining or len(chosen[i]) >= limit:
+                    continue
+                at = next(
+                    (k for k, (_, hit) in enumerate(candidates)
+                     if not novel_only or document_of(hit.chunk) not in cited),
+                    None,
+                )  # fmt: skip
+                if at is None:
+                    continue
+                sentence, hit = candidates.pop(at)
+                chosen[i].append((sentence, hit))
+                cited.add(document_of(hit.chunk))
+                remaining -= 1
+                progress = True
+    return chosen
 
 
 class Numbering:

@@ -195,3 +195,26 @@ def test_a_model_call_budget_too_small_answers_offline(handbook_index: Path) -> 
               max_model_calls_per_turn=2)  # fmt: skip
     assert [role_of(call) for call in model.calls] == ["plan"]
     assert "plan_turn:global:1" in out["footnote_route"] and len(out["citations"]) >= 4
+
+
+def test_why_this_answer_lists_the_communities_a_global_answer_went_through(
+    handbook_index: Path,
+) -> None:
+    """The record "Why this answer" is built from (footnote/feedback/why.py) carries the
+    communities, as the run left them; the page lists them (feedback.js)."""
+    from footnote.feedback.why import answer_record
+
+    out = ask(make_graph(), "What does the handbook cover?", handbook_index)
+    answer = out["messages"][-1]
+    values = {
+        "messages": [{"type": "human", "id": "h1", "content": "What does the handbook cover?"},
+                     {"type": "ai", "id": answer.id, "content": answer.content}],
+        **{k: v for k, v in out.items() if k.startswith("footnote_") or k == "citations"},
+    }  # fmt: skip
+    history = [{"values": values, "next": [], "metadata": {"source": "loop", "run_id": "r1",
+                                                            "step": 5}}]  # fmt: skip
+    why = answer_record(history, "thread", str(answer.id))["why"]
+    assert why["communities"] == out["footnote_communities"] and why["communities"]
+    assert "plan_turn:global:1" in why["route"]
+    page = (Path(__file__).parents[1] / "footnote" / "server" / "ui" / "feedback.js").read_text()
+    assert "why.communities" in page and 'case "global_answer"' in page

@@ -118,11 +118,17 @@ class CommunityView:
             best = best_sentence(chunk.text, keys)
             if best is None:
                 continue
-            target = spare if chunk.source in used else picked
+            target = spare if document_of(chunk) in used else picked
             target.append(Sentence(best, chunk, row))
-            used.add(chunk.source)
+            used.add(document_of(chunk))
         community.summary = (picked + spare)[:sentences]
         return community
+
+
+def document_of(chunk: Chunk) -> str:
+    """What counts as one document when a summary spreads over documents: its title (a
+    corpus may keep one page in many files), else its source."""
+    return chunk.title or chunk.source
 
 
 def best_sentence(text: str, keys: list[str]) -> str | None:
