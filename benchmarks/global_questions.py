@@ -90,6 +90,7 @@ def measure(
                                           idf=retriever.idf_weights)  # fmt: skip
             row[route] = {
                 "coverage": len(cited & relevant) / len(relevant),
+                "precision": len(cited & relevant) / len(cited) if cited else 0.0,
                 "cited": sorted(cited),
                 "missed": sorted(relevant - cited),
                 "claims": len(checks),
@@ -120,21 +121,24 @@ def main(argv: list[str] | None = None) -> int:
         rows += measure(name, index, document_of, spec)
     if args.json:
         print(json.dumps(rows, indent=1))
-    print("| corpus | question | today: coverage | global: coverage | global: supported |")
-    print("|---|---|---|---|---|")
+    print("| corpus | question | today: coverage | global: coverage | global: precision | "
+          "global: supported |")  # fmt: skip
+    print("|---|---|---|---|---|---|")
     for row in rows:
         t, g = row["today"], row["global"]
         print(f"| {row['corpus']} | {row['question']} | {t['coverage']:.2f} | "
-              f"{g['coverage']:.2f} | {g['supported']}/{g['claims']} |")  # fmt: skip
+              f"{g['coverage']:.2f} | {g['precision']:.2f} | {g['supported']}/{g['claims']} |")  # fmt: skip
     for name in chosen:
         mine = [r for r in rows if r["corpus"] == name]
         today = sum(r["today"]["coverage"] for r in mine) / len(mine)
         global_ = sum(r["global"]["coverage"] for r in mine) / len(mine)
+        precision = sum(r["global"]["precision"] for r in mine) / len(mine)
         claims = sum(r["global"]["claims"] for r in mine)
         supported = sum(r["global"]["supported"] for r in mine)
         today_claims = sum(r["today"]["claims"] for r in mine)
         today_supported = sum(r["today"]["supported"] for r in mine)
-        print(f"\n{name}: mean coverage today {today:.2f}, global {global_:.2f}; cited "
+        print(f"\n{name}: mean coverage today {today:.2f}, global {global_:.2f} (precision "
+              f"{precision:.2f}); cited "
               f"sentences supported: today {today_supported}/{today_claims}, global "
               f"{supported}/{claims}")  # fmt: skip
     return 0
