@@ -127,7 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     for row in rows:
         t, g = row["today"], row["global"]
         print(f"| {row['corpus']} | {row['question']} | {t['coverage']:.2f} | "
-              f"{g['coverage']:.2f} | {g['precision']:.2f} | {g['supported']}/{g['claims']} |")  # fmt: skip
+              f"{g['coverage']:.2f} | {g['precision']:.2f} | "
+              f"{g['supported']}/{g['claims']} |")  # fmt: skip
     for name in chosen:
         mine = [r for r in rows if r["corpus"] == name]
         today = sum(r["today"]["coverage"] for r in mine) / len(mine)
