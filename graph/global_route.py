@@ -150,7 +150,8 @@ def select(
     retriever: Retriever[Any], view: CommunityView, mask: Any, question: str, limit: int
 ) -> tuple[list[Selected], int, bool]:
     """The communities to answer from, most relevant first, the searches made, and whether
-    this is an overview (of everything, or of the documents a title scope names)."""
+    this is an overview (of everything, or of the documents a title scope names). Without
+    a graph, the pipeline's hits grouped by document stand in for communities."""
     topic = topic_of(question)
     scope = title_scope(view, topic) if topic and view.available else None
     if view.available and (not topic or scope is not None):
@@ -176,7 +177,7 @@ def select(
         chosen.score += 1.0 / (rank + 1)
         chosen.rows.append(hit.row)
     ordered = sorted(by_id.values(), key=lambda s: (-s.score, str(s.id)))
-    return ordered[:limit], 1, False
+    return ordered[:limit], 1, not topic  # no graph: an overview of the documents found
 
 
 def _spread(

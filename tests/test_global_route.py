@@ -218,3 +218,17 @@ def test_why_this_answer_lists_the_communities_a_global_answer_went_through(
     assert "plan_turn:global:1" in why["route"]
     page = (Path(__file__).parents[1] / "footnote" / "server" / "ui" / "feedback.js").read_text()
     assert "why.communities" in page and 'case "global_answer"' in page
+
+
+def test_without_a_graph_the_global_route_groups_hits_by_document(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An index built without the graph (as PostgreSQL's has none) still answers a whole-
+    corpus question across documents, from the pipeline's hits grouped by document."""
+    monkeypatch.setenv("FOOTNOTE_GRAPH", "0")
+    index = tmp_path / "index"
+    ingest([write_docs(tmp_path / "docs", DOCS)], index)
+    out = ask(make_graph(), "Summarize everything.", index)
+    assert "plan_turn:global:1" in out["footnote_route"]
+    assert len({c["source"] for c in out["citations"]}) >= 2
+    assert all(isinstance(c["id"], str) for c in out["footnote_communities"])  # documents

@@ -66,9 +66,9 @@ class CommunityView:
         graph_of = getattr(reader, "graph", None)
         self.graph = graph_of() if graph_of is not None else None
         self.reader = reader
-        self.mask = np.asarray(mask, dtype=bool)
-        if self.graph is None:
+        if self.graph is None:  # (a PostgreSQL mask is no row array)
             return
+        self.mask = np.asarray(mask, dtype=bool)
         self.df = self.graph.binary().T @ self.mask.astype(np.float64)
 
     @property
