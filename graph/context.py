@@ -188,6 +188,20 @@ class Context:
             "reported as not searched."
         },
     )
+    max_communities: int = field(
+        default=8,
+        metadata={
+            "description": "Most communities of the entity graph a question about the whole "
+            "corpus (the global route) is answered from, most relevant first."
+        },
+    )
+    max_global_sentences: int = field(
+        default=12,
+        metadata={
+            "description": "Most cited sentences an offline answer on the global route "
+            "gives, over all its communities (one or two each)."
+        },
+    )
     system_prompt: str = field(
         default=prompts.ANSWER_SYSTEM_PROMPT,
         metadata={"description": "Instructions for the answering model (LLM path)."},
@@ -278,6 +292,8 @@ _FIELD_TYPES: dict[str, type] = {
     "max_searches_per_turn": int,
     "max_model_calls_per_turn": int,
     "max_parts": int,
+    "max_communities": int,
+    "max_global_sentences": int,
     "system_prompt": str,
 }
 """The JSON type each field must have: checked, never coerced ("5" is not 5)."""
@@ -294,6 +310,8 @@ _RANGES: list[tuple[str, float, float | None]] = [
     ("max_searches_per_turn", 0, None),
     ("max_model_calls_per_turn", 0, None),
     ("max_parts", 1, None),
+    ("max_communities", 1, None),
+    ("max_global_sentences", 1, None),
 ]
 
 _TYPE_WORDS = {str: "a string", int: "an integer", float: "a number", bool: "true or false",

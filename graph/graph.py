@@ -1,6 +1,8 @@
 """Wiring of the answer graph; the nodes live in nodes.py.
 
 The turn:      new_question -> plan_turn -> reply -> END                 (no search needed)
+                                        -> global_answer -> verify_citations -> END
+                                           (the whole corpus: map-reduce over communities)
                                         -> research x N (Send, parallel) -> generate
                                            -> verify_citations -> END
 One part's research (the `research` node runs it once per part):
@@ -81,13 +83,15 @@ def make_graph(
     research = make_research_graph(nodes)
     builder.add_node("research", nodes.research_node(research))
     builder.add_node("generate", nodes.generate)
+    builder.add_node("global_answer", nodes.global_answer)
     builder.add_node("verify_citations", nodes.verify_citations)
 
     builder.add_edge(START, "new_question")
     builder.add_edge("new_question", "plan_turn")
     builder.add_conditional_edges(
-        "plan_turn", route_after_planning, ["reply", "research", "generate"]
+        "plan_turn", route_after_planning, ["reply", "research", "generate", "global_answer"]
     )
+    builder.add_edge("global_answer", "verify_citations")
     builder.add_edge("reply", END)
     builder.add_edge("research", "generate")
     builder.add_edge("generate", "verify_citations")

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
-from footnote.graph import grounding, offline, planner, prompts
+from footnote.graph import global_route, grounding, offline, planner, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.grader import offline_grades
@@ -139,6 +139,12 @@ class TurnPlan(BaseModel):
         "questions about this conversation); 'clarify' with one question when it is ambiguous."
     )
     reply: str = Field(default="", description="The reply or clarifying question, if not 'search'.")
+    whole_corpus: bool = Field(
+        default=False,
+        description="For 'search': true when the message asks about the documents as a whole "
+        "or a large part of them (summarize everything, what topics they cover, list every X, "
+        "which documents mention X), not one specific thing.",
+    )
     questions: list[PlannedQuestion] = Field(
         default_factory=list,
         description="For 'search': one entry per part of the question, in the order asked; "
@@ -179,6 +185,7 @@ class AnswerNodes:
             "footnote_unsupported_claims": [],
             "footnote_searches": 0,
             "footnote_model_calls": 0,
+            "footnote_communities": [],
             "footnote_notices": CLEAR,
             "footnote_route": [CLEAR, "new_question"],
         }
@@ -234,8 +241,10 @@ class AnswerNodes:
             ] or [(standalone, strategy, 0)]  # fmt: skip
             if turn != "search" and not reply:
                 turn = "search"  # a reply with nothing to say is no reply: search instead
+            if turn == "search" and decided.whole_corpus:
+                turn, plan = "global", [(standalone, "global", 0)]
         standalone = plan[0][0] if len(plan) == 1 else state.question
-        parts = self._budget(context, plan, calls) if turn == "search" else []
+        parts = self._budget(context, plan, calls) if turn in ("search", "global") else []
         if turn == "search" and any(p["max_searches"] == 0 for p in parts):
             skipped = sum(p["max_searches"] == 0 for p in parts)
             notices.append(
@@ -314,6 +323,8 @@ class AnswerNodes:
         )
         if reply is not None:
             return "reply", reply, []
+        if planner.is_global_question(state.question):
+            return "global", "", [(state.question, "global", 0)]
         parts = planner.split_question(state.question, max_parts=context.max_parts)
         if len(parts) == 1:
             question, strategy = planner.condense_question(state.question, earlier)
@@ -381,6 +392,13 @@ class AnswerNodes:
             }
 
         return research_part
+
+    def global_answer(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
+        """A question about the whole corpus: map-reduce over the entity graph's communities
+        (graph/global_route.py), every sentence checked against its sources."""
+        context = Context.coerce(runtime.context)
+        model = self.chat_model(context, "answer")
+        return global_route.GlobalAnswer(context, state, model).run(runtime.stream_writer)
 
     # ------------------------------------------------------------------ one part's research
 
@@ -877,11 +895,16 @@ def _renumber(text: str, numbers: Sequence[int]) -> str:
     return re.sub(r"\[(\d+)\]", swap, text)
 
 
-def route_after_planning(state: State) -> list[Send] | Literal["reply", "generate"]:
-    """No search needed: reply. Otherwise research every part that has searches left, in
-    parallel; a plan with none left goes straight to the (uncovered) answer."""
+def route_after_planning(
+    state: State,
+) -> list[Send] | Literal["reply", "generate", "global_answer"]:
+    """No search needed: reply. A question about the whole corpus: the global route.
+    Otherwise research every part that has searches left, in parallel; a plan with none
+    left goes straight to the (uncovered) answer."""
     if state.turn in ("reply", "clarify"):
         return "reply"
+    if state.turn == "global":
+        return "global_answer"
     sends = [
         Send(
             "research",

@@ -260,3 +260,23 @@ def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[
     if earlier_questions and _FOLLOW_UP.search(question.strip()):
         return f"{earlier_questions[-1]} {question}", "condensed"
     return question, "as_asked"
+
+
+_GLOBAL = re.compile(
+    r"\b(?:summari[sz]e|summary of|overview of|give me an overview)\b"
+    r"|\bwhat (?:does|do|is in|is covered (?:in|by)) (?:the|our|this|these|all) [\w -]{1,40}?"
+    r"\b(?:cover|contain|include|talk about|deal with)s?\b"
+    r"|\bwhat (?:topics|subjects|areas|themes|kinds of (?:things|topics))\b"
+    r"|\b(?:list|name) (?:every|all|each)\b"
+    r"|\bwhich (?:documents|docs|files|pages|policies|sections|sources|guides|parts)\b"
+    r"|\b(?:across|in) (?:all|every) (?:the )?(?:documents|docs|files|policies|pages)\b",
+    re.I,
+)
+
+
+def is_global_question(question: str) -> bool:
+    """A question about the whole corpus or a large part of it ("summarize everything", "what
+    does the handbook cover?", "what topics ...", "list every ...", "which documents mention
+    ...", "which policies set a deadline?"): answered from the graph's communities, not from
+    the few best chunks. Questions about the conversation were answered before this."""
+    return _GLOBAL.search(question.strip()) is not None

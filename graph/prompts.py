@@ -99,3 +99,32 @@ it. If the evidence already answers the question, reply DONE and call no tool.
 Question: {{question}}
 
 {{sources}}"""
+
+COMMUNITY_REPORT_PROMPT = f"""The numbered sources below are passages of a team's documents \
+that are about one group of related topics. Write a short report (2-4 sentences) of what they \
+cover, using only the sources.
+
+{UNTRUSTED_SOURCES}
+
+{CITATION_RULES}
+
+{{sources}}"""
+
+GLOBAL_REDUCE_PROMPT = f"""The question asks about the team's documents as a whole. Below \
+are reports on groups of related documents, most relevant first, each citing the numbered \
+sources that follow them. Answer the question from the reports and the sources only: cover \
+every group that bears on it, one or two sentences each, most relevant first.
+
+{UNTRUSTED_SOURCES}
+
+{CITATION_RULES}
+
+If nothing below bears on the question, reply exactly: "{NOT_COVERED}"
+
+Reports:
+{{reports}}
+
+Sources:
+{{sources}}
+
+Question: {{question}}"""

@@ -84,6 +84,9 @@ class OutputState:
     """Searches of the index this turn made (all parts, all rounds)."""
     footnote_model_calls: int = 0
     """Chat-model calls this turn made (0 offline)."""
+    footnote_communities: list[dict[str, Any]] = field(default_factory=list)
+    """A global answer's communities (graph/global_route.py), most relevant first: id,
+    score, visible chunks, a few entities, and the documents the answer cites from it."""
 
 
 class PlannedPart(TypedDict):
@@ -148,7 +151,8 @@ class State(OutputState):
     standalone_question: str = ""
     """The question rewritten to stand on its own (follow-ups resolved), before planning."""
     turn: str = ""
-    """What the planner decided: "search", "reply" (no documents needed) or "clarify"."""
+    """What the planner decided: "search", "global" (a question about the whole corpus),
+    "reply" (no documents needed) or "clarify"."""
     reply: str = ""
     """The direct reply of a turn that needs no search (or the clarifying question)."""
     plan: list[PlannedPart] = field(default_factory=list)

@@ -36,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from footnote.store.chunkdb import ChunkTable
+from footnote.store.communities import PARTS as COMMUNITY_PARTS
+from footnote.store.communities import Communities, build_communities, load_communities
 from footnote.store.entities import KINDS, TitleMatcher, chunk_mentions, key_hash
 from footnote.store.types import Chunk
 
@@ -57,7 +59,11 @@ ARRAYS = {
     "pairs.count": np.int32,
 }
 JSON_FILES = ("entities.names.json", "access.values.json")
-PARTS = tuple(f"graph/{name}.npy" for name in ARRAYS) + tuple(f"graph/{n}" for n in JSON_FILES)
+PARTS = (
+    tuple(f"graph/{name}.npy" for name in ARRAYS)
+    + tuple(f"graph/{n}" for n in JSON_FILES)
+    + COMMUNITY_PARTS
+)
 VISIBLE_CACHE = 8
 """Masks whose per-entity visible counts a loaded graph keeps."""
 PAIR_ENTITIES = 8
@@ -129,8 +135,10 @@ class GraphBuilder:
         (directory / "access.values.json").write_text(
             "[" + ",".join(ordered_access) + "]", encoding="utf-8"
         )
+        communities = build_communities(directory, arrays, rows)
         return {
             "format": GRAPH_FORMAT,
+            "communities": communities["communities"],
             "entities": len(keys),
             "mentions": int(arrays["mentions.indptr"][-1]),
             "pairs": len(arrays["pairs.left"]),
@@ -196,6 +204,7 @@ class GraphArrays:
     directory: Path
     rows: int
     arrays: dict[str, np.ndarray]
+    communities: Communities
     _names: list[str] | None = None
     _access: list[Any] | None = None
     _matrix: Any = field(default=None, repr=False)
@@ -344,7 +353,10 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
     _check_ids(a["pairs.access"], entry.get("access_values"), "pairs.access")
     if pairs and a["pairs.count"].min() < 1:
         raise ValueError("graph/pairs.count.npy holds a count below one")
-    return GraphArrays(directory=directory, rows=rows, arrays=a)
+    communities = load_communities(directory, rows, entities)
+    if communities.count != entry.get("communities"):
+        raise ValueError("graph/communities.json does not match the manifest")
+    return GraphArrays(directory=directory, rows=rows, arrays=a, communities=communities)
 
 
 def _check_ids(array: np.ndarray, bound: Any, name: str) -> None:

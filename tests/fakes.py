@@ -69,6 +69,10 @@ def role_of(messages: list[BaseMessage]) -> str:
         return "retry"
     if "Write a short passage" in text:
         return "hyde"
+    if "Write a short report" in text:
+        return "report"
+    if "asks about the team's documents as a whole" in text:
+        return "reduce"
     if "Sources:" in text:
         return "answer"
     raise AssertionError(f"unexpected prompt: {text[:200]}")

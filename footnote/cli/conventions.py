@@ -55,6 +55,7 @@ EXAMPLES = {
     "graph": """\
   footnote graph --index .footnote/handbook              # the entities you may read
   footnote graph "service account" --groups engineering  # its documents and neighbours
+  footnote graph --communities                           # communities and their summaries
   footnote graph --json --limit 50                       # for scripts""",
     "keys": """\
   footnote keys --file keys.json add alice --group engineering   # prints alice's key once

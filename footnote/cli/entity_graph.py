@@ -1,5 +1,6 @@
 """`footnote graph`: the entity graph an index holds, as the caller may see it: its figures and
-most-mentioned entities, or one entity's documents and neighbours (tools/graph_view.py)."""
+most-mentioned entities, one entity's documents and neighbours (tools/graph_view.py), or its
+communities with their extractive summaries (tools/communities.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
         "--strict-groups", action="store_true", help="as exactly --groups, without `everyone`"
     )
     p.add_argument("--limit", type=int, default=20, help="entities or neighbours to list")
+    p.add_argument(
+        "--communities", action="store_true", help="list the communities with their summaries"
+    )
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_graph)
 
@@ -45,7 +49,9 @@ def cmd_graph(args: argparse.Namespace) -> int:
                                strict=args.strict_groups)  # fmt: skip
         view = GraphView(open_reader(args.index), Caller(groups=frozenset(groups)))
         result: dict[str, Any] = view.figures()
-        if args.entity is None:
+        if args.communities:
+            result["communities"] = _communities(args.index, view.caller, args.limit)
+        elif args.entity is None:
             result["entities"] = view.top(args.limit)
         else:
             found = view.entity(args.entity, args.limit)
@@ -63,6 +69,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print("this index holds no entity graph (built with FOOTNOTE_GRAPH=0, or PostgreSQL)")
         return 0
     print(f"{result['visible_entities']} entities over {result['visible_chunks']} chunks")
+    if "communities" in result:
+        for c in result["communities"]:
+            print(f"community {c['id']}: {c['chunks']} chunks; {', '.join(c['entities'])}")
+            for s in c["summary"]:
+                print(f"  {s['text']} [{s['chunk_id']}]")
+        return 0
     if "entity" in result:
         entity = result["entity"]
         print(f"{entity['name']} ({entity['kind']}), in {entity['chunks']} chunks of "
@@ -73,3 +85,12 @@ def cmd_graph(args: argparse.Namespace) -> int:
     for e in result["entities"]:
         print(f"  {e['name']} ({e['kind']}): {e['chunks']} chunks")
     return 0
+
+
+def _communities(index: str, caller: Any, limit: int) -> list[dict[str, Any]]:
+    from footnote.store.backends import open_reader
+    from footnote.tools.communities import CommunityView
+
+    reader = open_reader(index)
+    view = CommunityView(reader, reader.select(caller))
+    return [view.summarise(c).to_dict() for c in view.communities()[:limit]]

@@ -263,7 +263,8 @@ def answer_record(
         "invalid_citations": list(field(values, "invalid_citations", []) or []),
         "unsupported_claims": list(field(values, "unsupported_claims", []) or []),
     }
-    for extra in ("searches", "parts"):  # recorded by newer graphs; shown as they come
+    # recorded by newer graphs; shown as they come
+    for extra in ("searches", "parts", "communities"):
         if (value := field(values, extra)) is not None:
             why[extra] = value
     if findings:

@@ -194,6 +194,7 @@ function describeStep(step) {
     case "new_question": return "read the question";
     case "plan_turn": {
       const [turn, count] = detail.split(":");
+      if (turn === "global") return "a question about all the documents";
       if (turn !== "search") return "no search needed";
       const n = Number(count) || 1;
       return n > 1 ? `planned ${n} parts` : "planned one search";
@@ -213,6 +214,7 @@ function describeStep(step) {
       if (detail === "failed") return "web search failed";
       return `found ${detail} web pages`;
     case "reply": return "replied without a search";
+    case "global_answer": return `summarised ${Number(detail) || 0} communities of related documents`;
     case "generate": return "wrote the answer";
     case "verify_citations": return "checked every citation";
     default: return step.replace(/[_:]/g, " ");
@@ -288,7 +290,9 @@ function renderWhy(panel, data) {
     box.append(scroll);
     panel.append(box);
   });
-  if (!(why.rounds || []).length) panel.append(el("p", "hint", "No search was recorded."));
+  if (!(why.rounds || []).length && !(why.communities || []).length) {
+    panel.append(el("p", "hint", "No search was recorded."));
+  }
 
   const list = (title, items, text) => {
     if (!Array.isArray(items) || !items.length) return;
@@ -301,6 +305,9 @@ function renderWhy(panel, data) {
   list("Removed citations (named no source)", why.invalid_citations, (n) => `[${n}]`);
   list("Removed claims (not supported by their sources)", why.unsupported_claims, claimText);
   list("Cited", why.citations, (c) => `[${c.n}] ${c.source || ""}${c.section ? ` § ${c.section}` : ""}`);
+  list("Communities (groups of related documents the answer went through)", why.communities,
+    (c) => `${(c.entities || []).slice(0, 5).join(", ") || `community ${c.id}`}` +
+      ((c.documents || []).length ? `: cited ${c.documents.join(", ")}` : ": nothing cited"));
   list("Parts", why.parts, (p) => `${p.question}: ${p.covered ? "covered" : "not covered"}` +
     ((p.citations || []).length ? `, cites ${p.citations.map((n) => `[${n}]`).join("")}` : ""));
   if (why.searches !== undefined && typeof why.searches !== "number") {  // older graphs' list
