@@ -164,7 +164,8 @@ def select(
     hits = run_stage(retriever, topic or question, SEARCH_DEPTH, mask, "pipeline")
     by_id: dict[int | str, Selected] = {}
     shown = {c.id: c for c in view.communities()} if view.available else {}
-    chunk_of = np.asarray(view.graph.communities.chunk) if view.graph is not None else None
+    held = view.graph.communities if view.graph is not None else None
+    chunk_of = np.asarray(held.chunk) if held is not None else None
     for rank, hit in enumerate(hits):
         cid: int | str = document_of(hit.chunk)
         if chunk_of is not None and chunk_of[hit.row] >= 0:

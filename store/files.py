@@ -76,8 +76,8 @@ from footnote.store.file_checks import (
     verify_signature,
     version_dir,
 )
-from footnote.store.graph_files import PARTS as GRAPH_PARTS
 from footnote.store.graph_files import GraphArrays, GraphBuilder, graph_enabled, load_graph
+from footnote.store.graph_files import required_parts as graph_parts
 from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
 from footnote.store.text import embedding_text, keyword_tokens
@@ -281,7 +281,8 @@ def _read_catalogue(
         check_bm25_arrays(root, vdir, count)
         check_sqlite_header(root, vdir / "chunks.sqlite")
         if "graph" in manifest:
-            unlisted = [p for p in GRAPH_PARTS if p not in manifest["checksums"]]
+            listed = manifest["checksums"]
+            unlisted = [p for p in graph_parts(manifest["graph"]) if p not in listed]
             if unlisted:
                 raise damaged(root, f"the manifest has no checksum for {unlisted[0]}")
         for name in manifest["checksums"]:

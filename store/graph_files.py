@@ -64,6 +64,13 @@ PARTS = (
     + tuple(f"graph/{n}" for n in JSON_FILES)
     + COMMUNITY_PARTS
 )
+
+
+def required_parts(entry: Any) -> tuple[str, ...]:
+    """The graph files a version's manifest must list: the community files only where its
+    graph entry counts communities (versions built before them have none)."""
+    has_communities = isinstance(entry, dict) and "communities" in entry
+    return PARTS if has_communities else tuple(p for p in PARTS if p not in COMMUNITY_PARTS)
 VISIBLE_CACHE = 8
 """Masks whose per-entity visible counts a loaded graph keeps."""
 PAIR_ENTITIES = 8
@@ -204,7 +211,9 @@ class GraphArrays:
     directory: Path
     rows: int
     arrays: dict[str, np.ndarray]
-    communities: Communities
+    communities: Communities | None
+    """None for a version built before communities existed: it is read without them (the
+    global route then groups hits by document) until the next publish adds them."""
     _names: list[str] | None = None
     _access: list[Any] | None = None
     _matrix: Any = field(default=None, repr=False)
@@ -353,9 +362,11 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
     _check_ids(a["pairs.access"], entry.get("access_values"), "pairs.access")
     if pairs and a["pairs.count"].min() < 1:
         raise ValueError("graph/pairs.count.npy holds a count below one")
-    communities = load_communities(directory, rows, entities)
-    if communities.count != entry.get("communities"):
-        raise ValueError("graph/communities.json does not match the manifest")
+    communities = None
+    if "communities" in entry:
+        communities = load_communities(directory, rows, entities)
+        if communities.count != entry["communities"]:
+            raise ValueError("graph/communities.json does not match the manifest")
     return GraphArrays(directory=directory, rows=rows, arrays=a, communities=communities)
 
 

@@ -6,8 +6,8 @@
 POST /v1/embeddings answers after `latency` seconds with deterministic 16-dimension vectors
 (from each input's hash, so a test can check which vector came back for which text). The
 first `rate_limited` requests get HTTP 429 with `Retry-After: retry_after` instead; a request
-while `hang` is set gets no answer for `hang` seconds, or until the stub stops. The stub records every request's
-inputs and time, and the most requests it ever had in flight at once.
+while `hang` is set gets no answer for `hang` seconds, or until the stub stops. The stub
+records every request's inputs and time, and the most requests it ever had in flight at once.
 """
 
 from __future__ import annotations

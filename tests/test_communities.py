@@ -149,6 +149,30 @@ def test_tampered_community_files_are_refused(secret_index: Path, tmp_path: Path
         load_index(index)
 
 
+def test_a_version_built_before_communities_is_read_without_them(
+    secret_index: Path, tmp_path: Path
+) -> None:
+    """An index published before communities existed lists no community files and its graph
+    entry counts none: it is read (the global route groups hits by document), not refused as
+    damaged, and the next publish adds them."""
+    index, vdir = _copy(secret_index, tmp_path)
+    manifest = json.loads((vdir / "manifest.json").read_text())
+    del manifest["graph"]["communities"]
+    for name in [n for n in manifest["checksums"] if n.startswith("graph/communities")]:
+        del manifest["checksums"][name]
+        (vdir / name).unlink()
+    (vdir / "manifest.json").write_text(json.dumps(manifest))
+    graph = load_index(index).graph()
+    assert graph is not None and graph.communities is None
+    reader = open_reader(index)
+    view = CommunityView(reader, reader.select(EVERYONE))
+    assert not view.available and view.communities() == []
+    docs = write_docs(tmp_path / "docs", {**DOCS, "nightjar.md": RESTRICTED})
+    ingest([docs], index)
+    republished = load_index(index).graph()
+    assert republished is not None and republished.communities is not None
+
+
 def _shown(index: Path, caller: Caller) -> str:
     reader = open_reader(index)
     view = CommunityView(reader, reader.select(caller))

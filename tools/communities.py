@@ -64,7 +64,9 @@ class CommunityView:
 
     def __init__(self, reader: Any, mask: Any) -> None:
         graph_of = getattr(reader, "graph", None)
-        self.graph = graph_of() if graph_of is not None else None
+        graph = graph_of() if graph_of is not None else None
+        # a version built before communities is read like one without a graph
+        self.graph = graph if graph is not None and graph.communities is not None else None
         self.reader = reader
         if self.graph is None:  # (a PostgreSQL mask is no row array)
             return
@@ -80,6 +82,7 @@ class CommunityView:
         if self.graph is None:
             return []
         held = self.graph.communities
+        assert held is not None
         chunk = np.asarray(held.chunk)
         centrality = np.asarray(held.centrality)
         rows = np.flatnonzero(self.mask & (chunk >= 0))
@@ -100,6 +103,7 @@ class CommunityView:
     def _entities(self, community: int) -> list[str]:
         assert self.graph is not None
         names = self.graph.names()
+        assert self.graph.communities is not None
         members = np.flatnonzero((np.asarray(self.graph.communities.entity) == community)
                                  & (self.df > 0))  # fmt: skip
         ordered = sorted(members.tolist(), key=lambda e: (-self.df[e], names[e]))

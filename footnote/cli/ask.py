@@ -14,6 +14,15 @@ from footnote.cli.console import add_reranker_options
 from footnote.store.postgres import redact
 
 
+def planned_turn(route: list[str]) -> str | None:
+    """What the planner made of the turn ("search", "global", "reply"): the kind of route,
+    which the step list (`route`) records as plan_turn:<turn>:<parts>."""
+    for step in route:
+        if step.startswith("plan_turn:"):
+            return step.split(":")[1]
+    return None
+
+
 def _print_sources(citations: list[dict[str, Any]]) -> None:
     from footnote.cli.console import format_location
 
@@ -109,10 +118,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
     if args.json:
+        route = final.get("footnote_route", [])
         out = {
             "answer": answer,
             "citations": citations,
-            "route": final.get("footnote_route", []),
+            "turn": planned_turn(route),
+            "route": route,
             "notices": final.get("footnote_notices", []),
             "invalid_citations": final.get("footnote_invalid_citations", []),
             "unsupported_claims": final.get("footnote_unsupported_claims", []),
