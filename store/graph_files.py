@@ -296,6 +296,11 @@ class GraphArrays:
             self._access = values
         return self._access
 
+    def row_mask(self, selection: Any) -> np.ndarray:
+        """The rows a reader's selection passes, as a mask over the graph's rows (the files
+        backend's selection is that mask already)."""
+        return np.asarray(selection, dtype=bool)
+
     def kind(self, entity: int) -> str:
         return KINDS[int(self.arrays["entities.kind"][entity])]
 
@@ -312,6 +317,13 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
         raise ValueError(f"the manifest's graph entry is not {GRAPH_FORMAT}")
     a = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
          for name in ARRAYS}  # fmt: skip
+    check_graph(a, rows, entry)
+    return GraphArrays(directory=directory, rows=rows, arrays=a)
+
+
+def check_graph(a: dict[str, np.ndarray], rows: int, entry: dict[str, Any]) -> None:
+    """The graph's arrays checked against each other, the chunk rows and the manifest's
+    counts (ValueError): shared by both backends' loaders."""
     for name, dtype in ARRAYS.items():
         if a[name].dtype != np.dtype(dtype) or a[name].ndim != 1:
             raise ValueError(f"graph/{name}.npy is not a {np.dtype(dtype)} vector")
@@ -344,7 +356,6 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
     _check_ids(a["pairs.access"], entry.get("access_values"), "pairs.access")
     if pairs and a["pairs.count"].min() < 1:
         raise ValueError("graph/pairs.count.npy holds a count below one")
-    return GraphArrays(directory=directory, rows=rows, arrays=a)
 
 
 def _check_ids(array: np.ndarray, bound: Any, name: str) -> None:

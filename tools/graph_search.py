@@ -87,7 +87,7 @@ def graph_search(
         graph = graph_of() if graph_of is not None else None
         if graph is None:
             return retriever.read(candidates[:k])
-        return graph_rank(graph, question, k, mask, candidates, retriever.read)
+        return graph_rank(graph, question, k, graph.row_mask(mask), candidates, retriever.read)
 
 
 def graph_rank(
