@@ -187,6 +187,7 @@ def test_graph_is_published_with_its_version(
 
 def _files_twin(folder: Path, tmp_path: Path) -> str:
     index = tmp_path / "twin"
+    shutil.rmtree(index, ignore_errors=True)
     ingest([folder], index)
     return str(index)
 
@@ -247,3 +248,45 @@ def test_graph_view_on_postgres_shows_no_restricted_name(
     out = json.loads(done.stdout)
     assert out["graph"] is True and out["entity"]["documents"] == shown[files][1]["documents"]
     assert "Nightjar" not in done.stdout
+
+
+def test_postgres_ingest_works_out_only_what_changed(
+    pg_server: PgServer, handbook_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Adding a document computes edges for its chunks and for the kept chunks that name its
+    title, nothing else; removing it computes none; and the graph equals a rebuild's."""
+    from footnote.store import graph_postgres
+
+    corpus = tmp_path / "corpus"
+    shutil.copytree(handbook_dir, corpus)
+    url = f"{pg_server.url}?index=graph_scope"
+    first = ingest([corpus], url)
+    computed: list[int] = []
+    real_add = graph_postgres.GraphUpdate._add
+
+    def counting(self: Any, rows: list[int], matcher: Any) -> None:
+        computed.extend(rows)
+        real_add(self, rows, matcher)
+
+    monkeypatch.setattr(graph_postgres.GraphUpdate, "_add", counting)
+    (corpus / "zebra.md").write_text("# Zebra Crossing\n\nZebra Crossing is a test doc.\n")
+    added = ingest([corpus], url)
+    assert 0 < len(computed) == added.chunks - first.chunks  # no kept chunk names it
+    computed.clear()
+    (corpus / "zebra.md").write_text("# Service Accounts\n\nWho owns each service account.\n")
+    ingest([corpus], url)
+    reader = open_reader(url)
+    named = [c for c in reader.chunks(computed) if c.source != "zebra.md"]
+    assert named and all(_names_both(c.text) for c in named)  # candidates by the title's terms
+    assert len(computed) < first.chunks / 2
+    assert canonical_of(url) == canonical_of(_files_twin(corpus, tmp_path))
+    computed.clear()
+    (corpus / "zebra.md").unlink()
+    ingest([corpus], url)
+    assert all(_names_both(c.text) for c in open_reader(url).chunks(computed))
+    assert canonical_of(url) == canonical_of(_files_twin(corpus, tmp_path / "again"))
+
+
+def _names_both(text: str) -> bool:
+    lowered = text.lower()
+    return "service" in lowered and "account" in lowered
