@@ -156,8 +156,12 @@ def test_served_search_ranks_by_the_graph_and_callers_cannot_choose(
     assert asyncio.run(served_ids(question)) == graph
     run = {"assistant_id": GRAPH_ID, "input": {"messages": [{"role": "user", "content": question}]}}
     for stage, status in (("pipeline", 403), ("graph", 200)):
-        response = httpx.post(f"{served.server.url}/runs/wait", headers=served.headers("dave"),
-                              json={**run, "context": {"search_stage": stage}}, timeout=120)  # fmt: skip
+        response = httpx.post(
+            f"{served.server.url}/runs/wait",
+            headers=served.headers("dave"),
+            json={**run, "context": {"search_stage": stage}},
+            timeout=120,
+        )
         assert response.status_code == status, response.text
         assert not leaked("dave", response.text)
 
