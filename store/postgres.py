@@ -602,18 +602,22 @@ class PostgresReader:
         self._graph_lock = threading.Lock()
 
     def graph(self) -> PgGraph | None:
-        """The version's entity graph (store/graph_postgres.py), loaded on first use from
-        one snapshot that must still be this reader's version; None for an index built
-        without one."""
+        """The version's entity graph (store/graph_postgres.py), loaded on first use; None
+        for an index built without one. Asked inside a search's snapshot, so the version it
+        checks is the one the search reads."""
         entry = self.manifest.get("graph")
         if entry is None:
             return None
-        with self._graph_lock:
-            if self._graph is None:
-                with self.snapshot(), self._conn() as conn:
-                    found = read_manifest(conn, self.where)
-                    if found is None or found[0] != self.version:
-                        raise IndexError_(f"{redact(self.location)} changed; search again")
+        with self.snapshot(), self._conn() as conn:
+            # the rows a search ranks must be the graph's: checked per search, as this
+            # reader's statements see the live version, whichever it is
+            row = conn.execute(
+                "SELECT version FROM footnote_indexes WHERE name = %s", (self.where.name,)
+            ).fetchone()
+            if row is None or str(row[0]) != self.version:
+                raise IndexError_(f"{redact(self.location)} changed; search again")
+            with self._graph_lock:
+                if self._graph is None:
                     try:
                         self._graph = load_graph(
                             conn, self.where.graph, self.where.chunks, entry, self._visible_rows
@@ -623,7 +627,7 @@ class PostgresReader:
                             f"index {redact(self.location)}: {exc}; the index was modified or "
                             f"damaged. {REBUILD_HINT}"
                         ) from exc
-            return self._graph
+                return self._graph
 
     def _visible_rows(self, selection: Where) -> np.ndarray:
         where, params = selection
