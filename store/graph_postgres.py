@@ -4,8 +4,10 @@ graph of exactly the version it reads.
 
     footnote_NAME_mentions   chunk -> entity edges: (row_id, key, kind, name, weight, rank),
                              one per chunk and entity key (key = store/entities.key_hash);
-                             `rank` orders a chunk's entities as the pair count does; rows
-                             go with their chunk (ON DELETE CASCADE)
+                             `rank` orders a chunk's entities as the pair count does; the
+                             ingest deletes a chunk's rows with it (no foreign key: a chunks
+                             table dropped by hand is damage the writer reports, not an error
+                             of the DROP)
     footnote_NAME_entities   per key, its strongest kind and display name over all mentions
     footnote_NAME_pairs      co-occurrence counts per (lo key, hi key, access JSON)
 
@@ -70,10 +72,10 @@ def drop_tables(conn: Any, tables: GraphTables) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {table}")
 
 
-def create_tables(conn: Any, tables: GraphTables, chunks: str) -> None:
+def create_tables(conn: Any, tables: GraphTables) -> None:
     conn.execute(
         f"""CREATE TABLE {tables.mentions} (
-            row_id bigint NOT NULL REFERENCES {chunks} (row_id) ON DELETE CASCADE,
+            row_id bigint NOT NULL,
             key bigint NOT NULL,
             kind smallint NOT NULL,
             name text NOT NULL,
@@ -133,7 +135,7 @@ class GraphUpdate:
         conn, t = self.conn, self.tables
         if not all(_exists(conn, table) for table in t.all):
             drop_tables(conn, t)
-            create_tables(conn, t, self.chunks)
+            create_tables(conn, t)
             self.rebuild = True
         self.old_titles = self._titles()
         self._scratch()
