@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from footnote.store.base import EntityGraph
 from footnote.store.entities import STOPWORDS, entity_key, key_hash
 from footnote.store.types import Hit, Ranked
 
@@ -91,7 +92,7 @@ def graph_search(
 
 
 def graph_rank(
-    graph: Any,
+    graph: EntityGraph,
     question: str,
     k: int,
     mask: np.ndarray,
