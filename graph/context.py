@@ -156,6 +156,15 @@ class Context:
             "the `crossencoder` extra)."
         },
     )
+    search_stage: str = field(
+        default="pipeline",
+        metadata={
+            "description": "Which ranking the research's searches use: 'pipeline' (the default "
+            "fusion) or 'graph' (the pipeline re-ranked by a walk over the index's entity "
+            "graph, for questions whose answer spans documents; tools/graph_search.py). "
+            "Served, the operator sets it (FOOTNOTE_SEARCH_STAGE)."
+        },
+    )
     planner: str = field(
         default="model",
         metadata={
@@ -230,6 +239,10 @@ class Context:
             if value < low or (high is not None and value > high):
                 bound = f"between {low} and {high}" if high is not None else f"at least {low}"
                 raise ContextError(f"context field {name!r} must be {bound}, not {value!r}")
+        if self.search_stage not in SEARCH_STAGES:
+            stages = ", ".join(SEARCH_STAGES)
+            raise ContextError(f"context field 'search_stage' must be one of {stages}, not "
+                               f"{self.search_stage!r}")  # fmt: skip
         if self.planner not in ("model", "rules"):
             raise ContextError(f"context field 'planner' must be 'model' or 'rules', not "
                                f"{self.planner!r}")  # fmt: skip
@@ -265,6 +278,10 @@ class Context:
         return cls(**cls.known_fields(value))
 
 
+SEARCH_STAGES = ("pipeline", "graph")
+"""The rankings a turn's research may use (tools/stages.py names every stage)."""
+
+
 class ContextError(TypeError, ValueError):
     """A context value of the wrong type or out of range; the message names the field."""
 
@@ -288,6 +305,7 @@ _FIELD_TYPES: dict[str, type] = {
     "strict_groups": bool,
     "admin": bool,
     "reranker": str,
+    "search_stage": str,
     "planner": str,
     "max_searches_per_turn": int,
     "max_model_calls_per_turn": int,

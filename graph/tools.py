@@ -100,6 +100,7 @@ def search_documents(
             index_dir=context.index_dir,
             embeddings=context.embeddings,
             k=context.retrieve_k,
+            stage=context.search_stage,  # type: ignore[arg-type]  # checked: SEARCH_STAGES
             user_groups=groups,
             admin=admin,
             extra_texts=[hyde_passage] if hyde_passage else [],

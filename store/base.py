@@ -115,3 +115,36 @@ class IndexReader(Protocol[S]):
 
     def snapshot(self) -> AbstractContextManager[None]:
         """Inside it, every search reads the same version, whatever ingest publishes."""
+
+
+class EntityGraph(Protocol):
+    """A version's entity graph as the graph stage and `footnote graph` read it, on either
+    backend (store/graph_files.py's arrays; store/graph_postgres.py loads its tables into
+    the same shape). A reader that holds one offers it as `graph()`."""
+
+    rows: int
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def entities(self) -> int: ...
+
+    def row_mask(self, selection: Any) -> np.ndarray:
+        """The reader's selection as a boolean mask over the graph's rows."""
+
+    def lookup(self, hashes: Sequence[int]) -> np.ndarray: ...
+
+    def matrix(self, power: float = 1.0) -> Any: ...
+
+    def binary(self) -> Any: ...
+
+    def by_entity(self) -> Any: ...
+
+    def visible_weights(
+        self, mask: np.ndarray, power: float, hub_share: float, hub_min: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def names(self) -> list[str]: ...
+
+    def access_values(self) -> list[Any]: ...
+
+    def kind(self, entity: int) -> str: ...

@@ -95,16 +95,20 @@ class GraphBuilder:
     def finish(self, directory: Path, table: ChunkTable, batch_rows: int) -> dict[str, Any]:
         """Write graph/ into the staging folder; returns the manifest's `graph` entry."""
         matcher = TitleMatcher(self.titles)
-        best: dict[int, tuple[int, str]] = {}  # key hash -> (kind, display name)
+        entities = EntitySpool(directory.parent / ".graph-entities.sqlite")
         access_ids: dict[str, int] = {}
-        hashes: list[np.ndarray] = []
+        hashes: list[np.ndarray] = []  # one array per batch, never one per chunk or edge
         weights: list[np.ndarray] = []
         counts: list[np.ndarray] = []
-        pairs = np.zeros((0, 4), dtype=np.uint64)  # left hash, right hash, access, count
+        pairs = PairCounts()
         rows = len(table)
         for start in range(0, rows, batch_rows):
             batch = table.many(range(start, min(start + batch_rows, rows)))
+            batch_hashes: list[int] = []
+            batch_weights: list[float] = []
+            batch_counts: list[int] = []
             batch_pairs: list[tuple[int, int, int]] = []
+            best: dict[int, tuple[int, str]] = {}  # this batch's: key hash -> (kind, name)
             for chunk in batch:
                 found = sorted(
                     chunk_mentions(chunk.title, chunk.section, chunk.text, matcher).values(),
@@ -115,30 +119,33 @@ class GraphBuilder:
                     held = best.get(h)
                     if held is None or (mention.kind, mention.name) < held:
                         best[h] = (mention.kind, mention.name)
-                hashes.append(np.asarray(row_hashes, dtype=np.uint64))
-                weights.append(np.asarray([m.weight for m in found], dtype=np.float32))
-                counts.append(np.asarray([len(found)], dtype=np.int64))
+                batch_hashes.extend(row_hashes)
+                batch_weights.extend(m.weight for m in found)
+                batch_counts.append(len(found))
                 access = json.dumps(chunk.access, ensure_ascii=False, sort_keys=True)
                 acc = access_ids.setdefault(access, len(access_ids))
                 batch_pairs.extend(_pairs(row_hashes[:PAIR_ENTITIES], acc))
-            pairs = _merge_pairs(pairs, batch_pairs)
-        keys = np.asarray(sorted(best), dtype=np.uint64)
+            hashes.append(np.asarray(batch_hashes, dtype=np.uint64))
+            weights.append(np.asarray(batch_weights, dtype=np.float32))
+            counts.append(np.asarray(batch_counts, dtype=np.int64))
+            pairs.add(batch_pairs)
+            entities.add(best)
+        pairs_table = pairs.table()
+        keys, kinds = entities.arrays()
         ordered_access = sorted(access_ids)
         remap = np.zeros(len(access_ids), dtype=np.int32)
         for new, value in enumerate(ordered_access):
             remap[access_ids[value]] = new
         arrays = _mention_arrays(keys, hashes, weights, counts, rows)
-        arrays |= _pair_arrays(keys, pairs, remap)
+        arrays |= _pair_arrays(keys, pairs_table, remap)
         arrays["entities.keys"] = keys
-        arrays["entities.kind"] = np.asarray([best[int(h)][0] for h in keys], dtype=np.int8)
+        arrays["entities.kind"] = kinds
         directory.mkdir()
         for name, dtype in ARRAYS.items():
             np.save(directory / f"{name}.npy", np.asarray(arrays[name], dtype=dtype),
                     allow_pickle=False)  # fmt: skip
-        names = [best[int(h)][1] for h in keys]
-        (directory / "entities.names.json").write_text(
-            json.dumps(names, ensure_ascii=False), encoding="utf-8"
-        )
+        entities.write_names(directory / "entities.names.json")
+        entities.close()
         (directory / "access.values.json").write_text(
             "[" + ",".join(ordered_access) + "]", encoding="utf-8"
         )
@@ -159,16 +166,85 @@ def _pairs(hashes: Sequence[int], access: int) -> Iterable[tuple[int, int, int]]
             yield (min(a, b), max(a, b), access)
 
 
-def _merge_pairs(held: np.ndarray, new: list[tuple[int, int, int]]) -> np.ndarray:
-    """The running (left, right, access, count) table with one batch's pairs counted in."""
-    if not new:
-        return held
-    batch = np.asarray(new, dtype=np.uint64)
-    batch = np.column_stack([batch, np.ones(len(batch), dtype=np.uint64)])
-    table = np.concatenate([held, batch])
-    unique, inverse = np.unique(table[:, :3], axis=0, return_inverse=True)
-    summed = np.bincount(inverse.ravel(), weights=table[:, 3].astype(np.float64))
-    return np.column_stack([unique, summed.astype(np.uint64)])
+class EntitySpool:
+    """Each entity's strongest (kind, name) so far, in a scratch SQLite table rather than a
+    Python dict: a corpus of millions of distinct names is held on disk, and read back in
+    key order a block at a time. SQLite's text order (bytes of UTF-8) is Python's."""
+
+    def __init__(self, path: Path) -> None:
+        import sqlite3
+
+        self.path = path
+        self.db = sqlite3.connect(path)
+        self.db.execute("PRAGMA journal_mode = OFF")
+        self.db.execute("PRAGMA synchronous = OFF")
+        self.db.execute("CREATE TABLE e (key INTEGER PRIMARY KEY, kind INTEGER, name TEXT)")
+
+    def add(self, best: dict[int, tuple[int, str]]) -> None:
+        self.db.executemany(
+            "INSERT INTO e VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+            "kind = excluded.kind, name = excluded.name "
+            "WHERE (excluded.kind, excluded.name) < (e.kind, e.name)",
+            ((key, kind, name) for key, (kind, name) in best.items()),
+        )
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Keys (sorted; key hashes are below 2**63, so signed order is unsigned order) and
+        kinds, as arrays."""
+        count = int(self.db.execute("SELECT count(*) FROM e").fetchone()[0])
+        keys = np.fromiter((r[0] for r in self.db.execute("SELECT key FROM e ORDER BY key")),
+                           dtype=np.int64, count=count).astype(np.uint64)  # fmt: skip
+        kinds = np.fromiter((r[0] for r in self.db.execute("SELECT kind FROM e ORDER BY key")),
+                            dtype=np.int8, count=count)  # fmt: skip
+        return keys, kinds
+
+    def write_names(self, path: Path) -> None:
+        """The names in key order as one JSON list, written as they are read."""
+        with path.open("w", encoding="utf-8") as out:
+            out.write("[")
+            for i, (name,) in enumerate(self.db.execute("SELECT name FROM e ORDER BY key")):
+                out.write(("," if i else "") + json.dumps(name, ensure_ascii=False))
+            out.write("]")
+
+    def close(self) -> None:
+        self.db.close()
+        self.path.unlink(missing_ok=True)
+
+
+PAIR_MERGE_ROWS = 1 << 18
+"""Pair rows gathered before they are counted together (a merge sorts everything held)."""
+
+
+class PairCounts:
+    """The running (left, right, access, count) table: batches are gathered and merged once
+    they outgrow what is held, so the sorting stays O(P log P) overall, not per batch."""
+
+    def __init__(self) -> None:
+        self.held = np.zeros((0, 4), dtype=np.uint64)
+        self.pending: list[np.ndarray] = []
+        self.pending_rows = 0
+
+    def add(self, new: list[tuple[int, int, int]]) -> None:
+        if not new:
+            return
+        batch = np.asarray(new, dtype=np.uint64)
+        self.pending.append(np.column_stack([batch, np.ones(len(batch), dtype=np.uint64)]))
+        self.pending_rows += len(batch)
+        if self.pending_rows >= max(PAIR_MERGE_ROWS, len(self.held) // 4):
+            self._merge()
+
+    def table(self) -> np.ndarray:
+        self._merge()
+        return self.held
+
+    def _merge(self) -> None:
+        if not self.pending:
+            return
+        table = np.concatenate([self.held, *self.pending])
+        self.pending, self.pending_rows = [], 0
+        unique, inverse = np.unique(table[:, :3], axis=0, return_inverse=True)
+        summed = np.bincount(inverse.ravel(), weights=table[:, 3].astype(np.float64))
+        self.held = np.column_stack([unique, summed.astype(np.uint64)])
 
 
 def _mention_arrays(
@@ -211,7 +287,7 @@ class GraphArrays:
     directory: Path
     rows: int
     arrays: dict[str, np.ndarray]
-    communities: Communities | None
+    communities: Communities | None = None
     """None for a version built before communities existed: it is read without them (the
     global route then groups hits by document) until the next publish adds them."""
     _names: list[str] | None = None
@@ -314,6 +390,11 @@ class GraphArrays:
             self._access = values
         return self._access
 
+    def row_mask(self, selection: Any) -> np.ndarray:
+        """The rows a reader's selection passes, as a mask over the graph's rows (the files
+        backend's selection is that mask already)."""
+        return np.asarray(selection, dtype=bool)
+
     def kind(self, entity: int) -> str:
         return KINDS[int(self.arrays["entities.kind"][entity])]
 
@@ -330,6 +411,18 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
         raise ValueError(f"the manifest's graph entry is not {GRAPH_FORMAT}")
     a = {name: np.load(directory / f"{name}.npy", mmap_mode="r", allow_pickle=False)
          for name in ARRAYS}  # fmt: skip
+    check_graph(a, rows, entry)
+    communities = None
+    if "communities" in entry:
+        communities = load_communities(directory, rows, int(entry["entities"]))
+        if communities.count != entry["communities"]:
+            raise ValueError("graph/communities.json does not match the manifest")
+    return GraphArrays(directory=directory, rows=rows, arrays=a, communities=communities)
+
+
+def check_graph(a: dict[str, np.ndarray], rows: int, entry: dict[str, Any]) -> None:
+    """The graph's arrays checked against each other, the chunk rows and the manifest's
+    counts (ValueError): shared by both backends' loaders."""
     for name, dtype in ARRAYS.items():
         if a[name].dtype != np.dtype(dtype) or a[name].ndim != 1:
             raise ValueError(f"graph/{name}.npy is not a {np.dtype(dtype)} vector")
@@ -362,12 +455,6 @@ def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:
     _check_ids(a["pairs.access"], entry.get("access_values"), "pairs.access")
     if pairs and a["pairs.count"].min() < 1:
         raise ValueError("graph/pairs.count.npy holds a count below one")
-    communities = None
-    if "communities" in entry:
-        communities = load_communities(directory, rows, entities)
-        if communities.count != entry["communities"]:
-            raise ValueError("graph/communities.json does not match the manifest")
-    return GraphArrays(directory=directory, rows=rows, arrays=a, communities=communities)
 
 
 def _check_ids(array: np.ndarray, bound: Any, name: str) -> None:

@@ -29,6 +29,15 @@ from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 import numpy as np
 
 from footnote.store.base import STORED, FileFailure, PreviousState, remembered_settings
+from footnote.store.graph_files import graph_enabled
+from footnote.store.graph_postgres import (
+    GraphTables,
+    GraphUpdate,
+    PgGraph,
+    copy_fixed,
+    drop_tables,
+    load_graph,
+)
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
@@ -85,6 +94,10 @@ class Location:
     @property
     def files(self) -> str:
         return f"footnote_{self.name}_files"
+
+    @property
+    def graph(self) -> GraphTables:
+        return GraphTables(self.name)
 
 
 def parse_location(url: str) -> Location:
@@ -370,12 +383,18 @@ class PostgresWriter:
         )
         keep = [chunk.id for chunk, vec in entries if vec is STORED]
         fresh = [(chunk, vec) for chunk, vec in entries if vec is not STORED]
+        manifest = {key: value for key, value in manifest.items() if key != "graph"}
         with self.connection() as conn:
             migrate(conn)
             with conn.transaction():
                 # One ingest at a time per index; readers are never blocked.
                 conn.execute("SELECT pg_advisory_xact_lock(72450002, hashtext(%s))", (where.name,))
                 found = read_manifest(conn, where)
+                graph = (
+                    GraphUpdate(conn, where.graph, where.chunks)
+                    if graph_enabled(dict(os.environ))
+                    else None
+                )
                 same_shape = (
                     found is not None
                     and found[1].get("embedding", {}).get("dimension") == embedding_dimension
@@ -386,10 +405,17 @@ class PostgresWriter:
                         raise IndexError_(
                             f"index {where.name!r} changed while this ingest ran: run it again"
                         )
+                    drop_tables(conn, where.graph)
                     conn.execute(f"DROP TABLE IF EXISTS {where.chunks}")
                     conn.execute(f"DROP TABLE IF EXISTS {where.files}")
                     _create_index_tables(conn, where, embedding_dimension)
+                    if graph is not None:
+                        graph.begin("FALSE", {})
                 else:  # DELETE, not TRUNCATE: readers keep reading the old rows meanwhile
+                    if graph is None:
+                        drop_tables(conn, where.graph)
+                    else:  # the pairs of the rows that go leave with them
+                        graph.begin("NOT (chunk_id = ANY(%(keep)s))", {"keep": keep})
                     conn.execute(
                         f"DELETE FROM {where.chunks} WHERE NOT (chunk_id = ANY(%s))", (keep,)
                     )
@@ -405,6 +431,8 @@ class PostgresWriter:
                 with conn.cursor().copy(f"COPY {where.files} (source, record) FROM STDIN") as cp:
                     for source, record in sorted(files.items()):
                         cp.write_row((source, json.dumps(record.__dict__)))
+                if graph is not None:
+                    manifest["graph"] = graph.finish()
                 full = {
                     **manifest,
                     "format_version": FORMAT_VERSION,
@@ -474,6 +502,7 @@ def drop_index(url: str) -> None:
     """Remove an index's tables and manifest row (tests and benchmarks clean up with it)."""
     where = parse_location(url)
     with pool(where.conninfo).connection() as conn, conn.transaction():
+        drop_tables(conn, where.graph)
         conn.execute(f"DROP TABLE IF EXISTS {where.chunks}")
         conn.execute(f"DROP TABLE IF EXISTS {where.files}")
         if _table_exists(conn, "footnote_indexes"):
@@ -569,6 +598,45 @@ class PostgresReader:
             self.version, self.manifest = require_index(conn, self.where, url)
         self._local = threading.local()
         self._rows: int | None = None
+        self._graph: PgGraph | None = None
+        self._graph_lock = threading.Lock()
+
+    def graph(self) -> PgGraph | None:
+        """The version's entity graph (store/graph_postgres.py), loaded on first use; None
+        for an index built without one. Asked inside a search's snapshot, so the version it
+        checks is the one the search reads."""
+        entry = self.manifest.get("graph")
+        if entry is None:
+            return None
+        with self.snapshot(), self._conn() as conn:
+            # the rows a search ranks must be the graph's: checked per search, as this
+            # reader's statements see the live version, whichever it is
+            row = conn.execute(
+                "SELECT version FROM footnote_indexes WHERE name = %s", (self.where.name,)
+            ).fetchone()
+            if row is None or str(row[0]) != self.version:
+                raise IndexError_(f"{redact(self.location)} changed; search again")
+            with self._graph_lock:
+                if self._graph is None:
+                    try:
+                        self._graph = load_graph(
+                            conn, self.where.graph, self.where.chunks, entry, self._visible_rows
+                        )
+                    except IndexCorrupt as exc:
+                        raise IndexCorrupt(
+                            f"index {redact(self.location)}: {exc}; the index was modified or "
+                            f"damaged. {REBUILD_HINT}"
+                        ) from exc
+                return self._graph
+
+    def _visible_rows(self, selection: Where) -> np.ndarray:
+        where, params = selection
+        with self._conn() as conn:
+            found = copy_fixed(
+                conn, f"SELECT row_id FROM {self.where.chunks} WHERE {where}", params,
+                [("row", ">i8")],
+            )  # fmt: skip
+        return found["row"].astype(np.int64)
 
     @contextmanager
     def _conn(self) -> Iterator[Any]:

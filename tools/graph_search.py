@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from footnote.store.base import EntityGraph
 from footnote.store.entities import STOPWORDS, entity_key, key_hash
 from footnote.store.types import Hit, Ranked
 
@@ -87,11 +88,11 @@ def graph_search(
         graph = graph_of() if graph_of is not None else None
         if graph is None:
             return retriever.read(candidates[:k])
-        return graph_rank(graph, question, k, mask, candidates, retriever.read)
+        return graph_rank(graph, question, k, graph.row_mask(mask), candidates, retriever.read)
 
 
 def graph_rank(
-    graph: Any,
+    graph: EntityGraph,
     question: str,
     k: int,
     mask: np.ndarray,

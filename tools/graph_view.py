@@ -36,7 +36,7 @@ class GraphView:
         self.caller = caller
         if self.graph is None:
             return
-        self.mask = np.asarray(reader.select(caller), dtype=np.float64)
+        self.mask = self.graph.row_mask(reader.select(caller)).astype(np.float64)
         self.df = self.graph.binary().T @ self.mask
         self.visible = float(self.mask.sum())
 

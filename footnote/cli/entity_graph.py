@@ -66,7 +66,7 @@ def cmd_graph(args: argparse.Namespace) -> int:
         print(json.dumps(result, indent=2, ensure_ascii=False))
         return 0
     if not result["graph"]:
-        print("this index holds no entity graph (built with FOOTNOTE_GRAPH=0, or PostgreSQL)")
+        print("this index holds no entity graph (built with FOOTNOTE_GRAPH=0)")
         return 0
     print(f"{result['visible_entities']} entities over {result['visible_chunks']} chunks")
     if "communities" in result:

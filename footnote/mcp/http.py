@@ -105,8 +105,12 @@ class McpEndpoint:
     @functools.cached_property
     def server(self) -> Server[Any, Any]:
         """Made on first use: the operator's settings are read in the serving process."""
+        settings = served_settings()
         tools = FootnoteTools(
-            index_location, ServedAnswerer(), embeddings=served_settings().embeddings
+            index_location,
+            ServedAnswerer(),
+            embeddings=settings.embeddings,
+            stage=settings.search_stage,
         )
         return make_server(tools, _caller_of)
 

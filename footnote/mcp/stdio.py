@@ -76,7 +76,12 @@ def local_tools(context: Context) -> FootnoteTools:
             )
         return context.index_dir
 
-    return FootnoteTools(index_location, LocalAnswerer(context), embeddings=context.embeddings)
+    return FootnoteTools(
+        index_location,
+        LocalAnswerer(context),
+        embeddings=context.embeddings,
+        stage=context.search_stage,
+    )
 
 
 async def serve_stdio(context: Context, caller: Caller) -> None:

@@ -350,11 +350,15 @@ class FootnoteTools:
         answerer: Answerer,
         *,
         embeddings: str = "",
+        stage: str = "pipeline",
     ) -> None:
         self.index_location = index_location
         """Index name -> location; ToolRefused for a name (or a path) it does not serve."""
         self.answerer = answerer
         self.embeddings = embeddings
+        self.stage = stage
+        """The search tool's ranking: the operator's (served) or the host's, never a tool
+        argument."""
 
     async def call(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None) -> Any:
         """The named tool's result model; ToolRefused for anything the caller may not do."""
@@ -374,6 +378,7 @@ class FootnoteTools:
             query=args.query,
             index_dir=location,
             k=args.k,
+            stage=self.stage,  # type: ignore[arg-type]  # one of graph.context.SEARCH_STAGES
             filters=filters,
             user_groups=caller.groups,
             admin=caller.admin,

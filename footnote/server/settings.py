@@ -16,6 +16,9 @@ own process) does not come through here: the host is the trusted party and sets 
     FOOTNOTE_WEB_SEARCH       "allow": callers may turn web search on (needs TAVILY_API_KEY)
     FOOTNOTE_WEBHOOKS         comma-separated http(s) origins a run's `webhook` may call
                               (empty: webhooks are refused)
+    FOOTNOTE_SEARCH_STAGE     the ranking served searches and answers use: `pipeline`
+                              (default) or `graph` (the entity-graph walk); callers may not
+                              choose it
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from footnote.graph.context import Context
+from footnote.graph.context import SEARCH_STAGES, Context
 from footnote.graph.grader import OFFLINE_GRADERS
 from footnote.store import jsonfile
 from footnote.store.backends import DEFAULT_INDEX, is_postgres
@@ -82,6 +85,10 @@ class ServerSettings:
     web_search_allowed: bool = False
     webhooks: tuple[str, ...] = ()
     """Origins (`https://host[:port]`) a run's webhook may call; empty: none."""
+    search_stage: str = "pipeline"
+    """The ranking of every served search (runs, MCP, chat completions). The operator's
+    alone: the graph walk reads only what a caller may read, but a server that measured one
+    ranking is not re-ranked by its callers."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
@@ -114,6 +121,9 @@ class ServerSettings:
         if web not in ("", "allow", "off"):
             raise SettingsError("FOOTNOTE_WEB_SEARCH must be 'allow' or 'off'")
         model = env.get("FOOTNOTE_MODEL", "").strip()
+        stage = env.get("FOOTNOTE_SEARCH_STAGE", "").strip() or "pipeline"
+        if stage not in SEARCH_STAGES:
+            raise SettingsError(f"FOOTNOTE_SEARCH_STAGE must be one of {', '.join(SEARCH_STAGES)}")
         return cls(
             indexes=indexes,
             model=model,
@@ -125,6 +135,7 @@ class ServerSettings:
             system_prompt=env.get("FOOTNOTE_SYSTEM_PROMPT") or _context_default("system_prompt"),
             web_search_allowed=web == "allow",
             webhooks=_webhook_origins(env.get("FOOTNOTE_WEBHOOKS", "")),
+            search_stage=stage,
         )
 
     def fixed(self) -> dict[str, Any]:
@@ -144,6 +155,7 @@ class ServerSettings:
             "system_prompt": self.system_prompt,
             "index_dir": self.indexes[DEFAULT_INDEX_NAME],
             "web_search": False,
+            "search_stage": self.search_stage,
         }
 
     def check(self, requested: Any) -> dict[str, Any]:

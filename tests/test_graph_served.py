@@ -1,0 +1,212 @@
+"""Access control through the entity graph, served: on both runtimes (`langgraph dev`, and Aegra
+on PostgreSQL + Redis) with the operator's FOOTNOTE_SEARCH_STAGE=graph, more than 1,000 probes
+(MCP search and ask, as every user of the team) find no restricted marker, whether it sits in a
+document's title, in the names and codes the graph makes entities of, or in its text; and no
+caller can choose another ranking. The served leak pattern of tests/served.py, with a restricted
+document that the graph links to public ones (it names their title, team and phrases).
+
+The server has no served form of `footnote graph`; its view is tested per caller in
+tests/test_graph_backends.py and tests/test_entity_graph.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from footnote.graph.context import Context, ContextError
+from footnote.ingest.pipeline import ingest
+from footnote.server.langgraph_dev import ServerFailed, running_server
+from footnote.server.production import ProductionError, running_deployment
+from footnote.server.settings import ServerSettings, SettingsError
+from footnote.tools.search import SearchRequest, search
+from tests.served import GRAPH_ID, RESTRICTED, USERS, Restricted, api_key_team, build_corpus
+from tests.test_mcp_openai import Served, mcp_session, structured
+
+pytestmark = pytest.mark.integration
+
+QUILL = Restricted(
+    "quill.md",
+    "finance",
+    ("Quillfeather", "Ostrander", "Marrowgate", "quill_ledger_sync", "every quarter"),
+    ("Who pays the vendor of the ledger job?", "Which vendor does the ledger sync job pay?"),
+)
+QUILL_TEXT = """---
+title: Project Quillfeather Ostrander
+access: [finance]
+---
+# Project Quillfeather Ostrander
+
+## Vendor Marrowgate Holdings
+
+Project Quillfeather Ostrander pays Marrowgate Holdings every quarter through the
+`quill_ledger_sync` job. The Platform Team runs the job under a service account, and its
+API keys rotate as Keys says.
+"""
+"""Markers in its title, in a heading, in names, in a code identifier and in plain text; it
+names a public document's title (Keys), a public team and public phrases, so the graph holds
+edges and co-occurrences between it and what everyone reads."""
+DOCUMENTS = (*RESTRICTED, QUILL)
+BRIDGES = [  # questions whose graph walk passes entities the restricted document shares
+    "What does the Platform Team own?",
+    "Which team runs jobs under a service account?",
+    "How often do I have to change my API key?",
+    "The team that owns a misused service account gets paged: how quickly must the on-call "
+    "engineer acknowledge?",
+]
+QUERIES = [
+    *BRIDGES,
+    *(q for d in DOCUMENTS for q in d.questions),
+    *(m for d in DOCUMENTS for m in d.markers),
+    "Project Quillfeather Ostrander",
+    "Marrowgate Holdings",
+]
+ASKED = [*BRIDGES, *QUILL.questions, RESTRICTED[0].questions[0]]
+
+
+def may_see(user: str, document: Restricted) -> bool:
+    spec = USERS[user]
+    return bool(spec.get("admin")) or document.group in spec["groups"]
+
+
+def leaked(user: str, payload: Any) -> list[str]:
+    import json
+
+    text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+    return [m for d in DOCUMENTS if not may_see(user, d) for m in d.markers if m in text]
+
+
+def test_the_stage_is_the_operators_setting() -> None:
+    assert ServerSettings.from_env({}).search_stage == "pipeline"
+    settings = ServerSettings.from_env({"FOOTNOTE_SEARCH_STAGE": "graph"})
+    assert settings.run_context({})["search_stage"] == "graph"
+    assert settings.run_context({"search_stage": "graph"})["search_stage"] == "graph"
+    for chosen in ("pipeline", "bm25", 1, None):
+        with pytest.raises(Exception, match="search_stage") as refused:
+            settings.run_context({"search_stage": chosen})
+        assert getattr(refused.value, "status", None) in (403, 422)
+    with pytest.raises(SettingsError, match="FOOTNOTE_SEARCH_STAGE"):
+        ServerSettings.from_env({"FOOTNOTE_SEARCH_STAGE": "dense"})
+    with pytest.raises(ContextError, match="search_stage"):
+        Context(search_stage="walk")
+
+
+@pytest.fixture(scope="module")
+def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("graph-served")
+    corpus = build_corpus(root)
+    (corpus / QUILL.source).write_text(QUILL_TEXT, encoding="utf-8")
+    built = root / "index"
+    summary = ingest([corpus], built)
+    assert not summary.failed, summary.failed
+    return built
+
+
+@pytest.fixture(scope="module", params=["dev", "production"])
+def served(
+    request: pytest.FixtureRequest, index: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    directory = tmp_path_factory.mktemp(f"graph-{request.param}")
+    team = api_key_team(directory)
+    env = {**team.env, "FOOTNOTE_SEARCH_STAGE": "graph"}
+    try:
+        if request.param == "production":
+            with running_deployment(
+                index_dir=str(index),
+                workdir=directory / "production",
+                extra_env=env,
+                inherit_credentials=False,
+            ) as deployment:
+                yield Served(deployment.replicas[0], team, index)
+        else:
+            with running_server(
+                index_dir=str(index), log=directory / "server.log", extra_env=env
+            ) as server:
+                yield Served(server, team, index)
+    except (ServerFailed, ProductionError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+
+
+def test_served_search_ranks_by_the_graph_and_callers_cannot_choose(
+    served: Served, index: Path
+) -> None:
+    """The server's searches are the graph stage's (not the pipeline's) for the caller, and
+    a run asking for another stage is refused (403) while the operator's own value passes."""
+
+    async def served_ids(question: str) -> list[str]:
+        async with mcp_session(served, "root") as session:
+            found = structured(await session.call_tool("search", {"query": question, "k": 5}))
+            refused = await session.call_tool(
+                "search", {"query": question, "k": 5, "stage": "pipeline"}
+            )
+            assert refused.isError
+        return [h["chunk_id"] for h in found["results"]]
+
+    question = BRIDGES[0]
+    graph = [h.chunk.id for h in search(SearchRequest(query=question, index_dir=index, k=5,
+                                                      stage="graph", admin=True))]  # fmt: skip
+    pipeline = [h.chunk.id for h in search(SearchRequest(query=question, index_dir=index, k=5,
+                                                         admin=True))]  # fmt: skip
+    assert graph != pipeline  # so the comparison below tells the stages apart
+    assert asyncio.run(served_ids(question)) == graph
+    run = {"assistant_id": GRAPH_ID, "input": {"messages": [{"role": "user", "content": question}]}}
+    for stage, status in (("pipeline", 403), ("graph", 200)):
+        response = httpx.post(
+            f"{served.server.url}/runs/wait",
+            headers=served.headers("dave"),
+            json={**run, "context": {"search_stage": stage}},
+            timeout=120,
+        )
+        assert response.status_code == status, response.text
+        assert not leaked("dave", response.text)
+
+
+def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -> None:
+    """Every user, concurrently: MCP searches by the bridge questions, the restricted
+    documents' questions and their very markers (k 1 to 20, with and without a filter), and
+    cited answers: at least 1,000 probes, no marker of a document the user may not read, and
+    each restricted document found by exactly the users who may read it."""
+    seen: dict[str, set[str]] = {user: set() for user in USERS}
+
+    async def probe(user: str) -> int:
+        count = 0
+        async with mcp_session(served, user) as session:
+
+            async def check(tool: str, arguments: dict[str, Any]) -> None:
+                nonlocal count
+                result = await session.call_tool(tool, arguments)
+                answer = {k: v for k, v in (result.structuredContent or {}).items()
+                          if k != "query"}  # fmt: skip  (the caller's own query, echoed)
+                payload = [answer, [c.model_dump() for c in result.content]]
+                assert not leaked(user, payload), (user, tool, arguments, leaked(user, payload))
+                if not result.isError and tool == "search":
+                    seen[user] |= {h["source"] for h in result.structuredContent["results"]}
+                count += 1
+
+            for query in QUERIES:
+                for k in (1, 8, 20):
+                    for filters in (None, {"source": "*.md"}):
+                        arguments: dict[str, Any] = {"query": query, "k": k}
+                        if filters:
+                            arguments["filters"] = filters
+                        await check("search", arguments)
+            for document in DOCUMENTS:
+                await check("search", {"query": document.markers[0], "k": 20,
+                                       "filters": {"source": document.source}})  # fmt: skip
+            for question in ASKED:
+                await check("ask", {"question": question})
+        return count
+
+    async def everyone() -> list[int]:
+        return list(await asyncio.gather(*(probe(user) for user in USERS)))
+
+    probes = sum(asyncio.run(everyone()))
+    for user in USERS:
+        for document in DOCUMENTS:
+            assert (document.source in seen[user]) == may_see(user, document), (user, document)
+    assert probes >= 1000, probes
