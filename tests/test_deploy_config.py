@@ -12,7 +12,9 @@ _UNITS = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 def nginx_body_limit() -> int:
-    found = re.findall(r"client_max_body_size\s+(\d+)([kmg]?);", (DEPLOY / "nginx.conf").read_text())
+    found = re.findall(
+        r"client_max_body_size\s+(\d+)([kmg]?);", (DEPLOY / "nginx.conf").read_text()
+    )
     assert len(found) == 1, found
     number, unit = found[0]
     return int(number) * _UNITS[unit.lower()]

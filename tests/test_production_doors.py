@@ -425,6 +425,28 @@ def test_no_route_makes_a_thread_without_its_owner(
     assert threads() == before
 
 
+def test_a_thread_state_write_is_refused_to_its_owner_and_an_admin(
+    doors: tuple[Deployment, Path], team: Team
+) -> None:
+    """`POST /threads/{id}/state` is refused (403) as on the dev runtime, to the thread's
+    owner and to an admin on their own thread alike (feedback trusts a thread's state as the
+    record of its runs); someone else's thread stays 404; the state is left unwritten."""
+    url = url_of(doors[0])
+    forged = {"values": {"messages": [{"type": "ai", "id": "forged", "content": "FORGED"}]}}
+    for user in ("alice", "root"):
+        headers = team.headers(user)
+        thread = httpx.post(f"{url}/threads", json={}, headers=headers).json()["thread_id"]
+        written = httpx.post(f"{url}/threads/{thread}/state", json=forged, headers=headers)
+        assert written.status_code == 403, (user, written.text)
+        other = "bob" if user == "alice" else "alice"
+        foreign = httpx.post(
+            f"{url}/threads/{thread}/state", json=forged, headers=team.headers(other)
+        )
+        assert foreign.status_code == 404, (user, foreign.text)
+        state = httpx.get(f"{url}/threads/{thread}/state", headers=headers)
+        assert state.status_code == 200 and "FORGED" not in state.text, state.text
+
+
 # --- the trial services ---------------------------------------------------------------------
 
 
@@ -481,6 +503,41 @@ def test_health_and_ready_report_postgresql_and_redis(doors: tuple[Deployment, P
         answer = httpx.get(url + path)
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"status": status, "postgresql": "ok", "redis": "ok"}
+
+
+def test_the_default_data_folder_works_as_root(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Root's home is out of reach of the user the trial PostgreSQL runs as, so root's
+    default data folder is a system one (`SYSTEM_DATA_DIR`, here moved to a fresh folder):
+    made mode 711, the cluster in it starts, opens with its password, and is kept.
+    Anyone else keeps theirs in their own Footnote folder, mode 700."""
+    from footnote.server import production
+    from footnote.server.local_postgres import start_server
+    from footnote.server.local_postgres import stop_server as stop_pg
+
+    monkeypatch.delenv("FOOTNOTE_STATE_DIR", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    system = Path(tempfile.mkdtemp(prefix="footnote-system-")) / "production"
+    system.parent.chmod(0o755)  # as /var/lib is
+    monkeypatch.setattr(production, "SYSTEM_DATA_DIR", system)
+    try:
+        chosen = production.prepare_data_dir(production.default_data_dir())
+        if os.geteuid() != 0:
+            assert chosen == Path.home() / ".local" / "state" / "footnote" / "production"
+            assert stat.S_IMODE(chosen.stat().st_mode) == 0o700
+            return
+        assert chosen == system and stat.S_IMODE(system.stat().st_mode) == 0o711
+        server = start_server(folder=chosen / "postgres")
+        try:
+            with psycopg.connect(server.url, autocommit=True) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            stop_pg(server)
+        assert (chosen / "postgres" / "data" / "PG_VERSION").is_file()
+        assert stat.S_IMODE((chosen / "postgres").stat().st_mode) == 0o700
+    finally:
+        subprocess.run(["rm", "-rf", str(system.parent)], check=False)
 
 
 # --- supervision ----------------------------------------------------------------------------

@@ -100,7 +100,8 @@ class OwnThreadsOnly:
     (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
     (Aegra's own auto-creation would store neither, and the thread would be lost to its owner);
     otherwise such a run answers 404, as LangGraph's default `if_not_exists: "reject"` does
-    (Aegra ignores the field and would auto-create it).
+    (Aegra ignores the field and would auto-create it). A state write (`POST .../state`) is
+    refused (403) to its owner too, as the dev runtime refuses it.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -120,6 +121,11 @@ class OwnThreadsOnly:
         if owner is not None and owner != _ownership(caller):
             await _refuse(send, 404, f"Thread '{thread_id}' not found")
             return
+        if scope["method"] == "POST" and _STATE_PATH.match(scope["path"]):
+            # As on the dev runtime (`footnote.server.auth.update_thread`), admins included:
+            # feedback and its export trust a thread's state as the record of the runs.
+            await _refuse(send, 403, "a thread's state is written by its runs only")
+            return
         if owner is None and scope["method"] == "POST" and _RUN_PATH.match(scope["path"]):
             body, receive = await _buffered(receive)
             try:
@@ -134,6 +140,7 @@ class OwnThreadsOnly:
 
 
 _RUN_PATH = re.compile(r"^/threads/[^/]+/runs(?:/wait|/stream)?/?$")
+_STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:

@@ -65,7 +65,7 @@ VETTED = (
     "PATCH /threads/{thread_id}",
     "DELETE /threads/{thread_id}",
     "GET /threads/{thread_id}/state",
-    "POST /threads/{thread_id}/state",
+    "POST /threads/{thread_id}/state",  # refused (403) to every caller: OwnThreadsOnly
     "GET /threads/{thread_id}/history",
     "POST /threads/{thread_id}/history",
     # runs (aegra_auth.create_run, aegra_app.RunWebhooks, the graph factories)

@@ -475,7 +475,7 @@ def running_deployment(
     python = production_python(python)
     workdir.mkdir(parents=True, exist_ok=True)
     logs = log_dir or workdir
-    logs.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     config = write_config(workdir, auth_path)
     with ExitStack() as stack:
         if not database_url:
@@ -530,11 +530,30 @@ def running_deployment(
         yield deployment
 
 
-def default_data_dir() -> Path:
-    """Where a trial deployment keeps its database and logs: the user's Footnote folder."""
-    from footnote.models.embedding_choice import state_dir
+SYSTEM_DATA_DIR = Path("/var/lib/footnote/production")
+"""Root's default data folder. PostgreSQL refuses to run as root, so the trial database runs
+as an unprivileged user (`footnote.server.local_postgres`), who cannot enter /root (mode 700):
+root's deployment keeps its data where a system service's state lives instead."""
 
+
+def default_data_dir() -> Path:
+    """Where a trial deployment keeps its database and logs: the user's Footnote folder, or
+    for root (unless $FOOTNOTE_STATE_DIR or $XDG_STATE_HOME names one) `SYSTEM_DATA_DIR`."""
+    from footnote.models.embedding_choice import STATE_ENV, state_dir
+
+    if os.geteuid() == 0 and not (os.environ.get(STATE_ENV) or os.environ.get("XDG_STATE_HOME")):
+        return SYSTEM_DATA_DIR
     return state_dir() / "production"
+
+
+def prepare_data_dir(folder: Path) -> Path:
+    """`folder`, made if missing (its missing parents as mkdir makes them): mode 711 as root,
+    so the database's own user can pass through it to its mode-700 cluster folder while
+    nobody may list it; else 700. A folder given whose parents that user cannot enter is
+    refused when the database starts, with a line saying so."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o711 if os.geteuid() == 0 else 0o700)
+    return folder
 
 
 def add_production_options(parser: argparse.ArgumentParser) -> None:
@@ -567,7 +586,7 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="the trial PostgreSQL and the logs (default: $FOOTNOTE_STATE_DIR/production, "
-        "else ~/.local/state/footnote/production)",
+        "else ~/.local/state/footnote/production; as root /var/lib/footnote/production)",
     )
     group.add_argument(
         "--ephemeral",
@@ -634,7 +653,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     say, echo = launcher_log(args.log_format, sys.stdout)
-    data_dir: Path = (args.data_dir or default_data_dir()).resolve()
+    data_dir: Path = prepare_data_dir((args.data_dir or default_data_dir()).resolve())
     workdir = Path(tempfile.mkdtemp(prefix="footnote-production-"))
     try:
         with running_deployment(
