@@ -295,6 +295,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_keys.add_commands(sub)
 
+    from footnote.cli import audit as cli_audit
+
+    cli_audit.add_command(sub, default_index)
+
     from footnote.cli.conventions import finish
 
     finish(parser)

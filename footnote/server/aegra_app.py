@@ -410,7 +410,14 @@ def make_indexer(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, An
     other setting (upload folder, private URLs, embeddings) the server's own."""
     execution = runtime.execution_runtime
     if execution is not None:
-        enforce_corpus_settings("indexer", runtime.user, execution.context)
+        try:
+            enforce_corpus_settings("indexer", runtime.user, execution.context)
+        except ContextRefused as exc:
+            method, name = (
+                served.user_field(runtime.user, f) for f in ("auth_method", "display_name")
+            )
+            served.audit_refused(f"{method}:{name}", None, None, exc.message)
+            raise
     return indexer_graph
 
 

@@ -40,6 +40,7 @@ VETTED = (
     "GET /feedback/why",
     "GET /feedback/{feedback_id}",
     "PATCH /feedback/{feedback_id}",
+    "GET /audit",  # admins only (footnote.server.audit_routes)
     # MCP and the OpenAI-compatible API: each checks the caller's credentials itself
     # (footnote.mcp.http, footnote.server.openai_routes), as the allowlist runs before auth
     "GET /mcp",
