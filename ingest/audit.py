@@ -115,7 +115,9 @@ def record(
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:
         descriptor = os.open(
-            path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+            path,
+            os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+            0o600,
         )
     except OSError as exc:
         raise AuditError(f"audit log {path}: {exc.strerror or exc}") from None
@@ -148,7 +150,7 @@ def read(path: Path, limit: int = 100) -> tuple[list[dict[str, Any]], int]:
     kept: deque[dict[str, Any]] = deque(maxlen=limit)
     damaged = 0
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     except FileNotFoundError:
         return [], 0
     except OSError as exc:

@@ -12,6 +12,7 @@ on loopback ports, stopped by PID:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -44,6 +45,7 @@ from footnote.server.production import (
 from tests.conftest import REPO, footnote_command
 from tests.served import HANDBOOK, PUBLIC_QUESTION, Listener, Team, api_key_team, build_corpus
 from tests.stub_openai import StubOpenAI
+from tests.test_indexer_served import assert_audited
 from tests.test_production import slow_model
 
 pytestmark = pytest.mark.integration
@@ -361,6 +363,33 @@ def test_the_corpus_graphs_still_answer_their_callers(
     client = get_sync_client(url=url_of(deployment), headers=team.headers("root"))
     listed = client.runs.wait(None, "library", input={}, context={"index_dir": "default"})
     assert "keys.md" in json.dumps(listed), listed
+
+
+def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
+    doors: tuple[Deployment, Path], team: Team, served_index: Path
+) -> None:
+    """As on the dev runtime (tests/test_indexer_served.py): an admin's upload and sync are
+    recorded under the admin's authenticated identity, a user's refused sync as refused;
+    only an admin reads GET /audit; the log is mode 600 beside the index."""
+    deployment, _ = doors
+    url = url_of(deployment)
+    root = get_sync_client(url=url, headers=team.headers("root"))
+    note = base64.b64encode(b"# Audited\n\nThe audited numbat memo.\n").decode()
+    default = {"index_dir": "default"}
+    upload = {"action": "add", "uploads": [{"name": "audited.md", "content": note}]}
+    added = root.runs.wait(None, "indexer", input=upload, context=default)
+    assert added["result"]["added"] == 1, added  # type: ignore[index,call-overload]
+    synced = root.runs.wait(None, "indexer", input={"action": "sync"}, context=default)
+    assert "deleted" in synced["result"], synced  # type: ignore[index,call-overload]
+    refused = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sync"}, "context": default},
+        headers=team.headers("alice"),
+    )
+    assert refused.status_code == 403, refused.text
+    assert_audited(url, team, upload="audited.md")
+    log = served_index.parent / "audit.jsonl"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
 OPEN_AUTH = '''
