@@ -37,6 +37,7 @@ from footnote.ingest.pipeline import ingest
 from footnote.server.aegra_routes import VETTED, vetted
 from footnote.server.langgraph_dev import free_port, log_tail
 from footnote.server.production import (
+    METRICS_ENV,
     Deployment,
     ProductionError,
     production_python,
@@ -390,6 +391,62 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
     assert_audited(url, team, upload="audited.md")
     log = served_index.parent / "audit.jsonl"
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+METRICS_QUESTION = "How often do I have to change my API key?"
+
+
+@pytest.fixture(scope="module")
+def measured(
+    tmp_path_factory: pytest.TempPathFactory, served_index: Path, team: Team
+) -> Iterator[tuple[Deployment, Path]]:
+    yield from deploy(
+        tmp_path_factory.mktemp("metrics"), served_index, team, extra_env={METRICS_ENV: "1"}
+    )
+
+
+def test_metrics_off_by_default_on_when_asked_and_for_admins_only(
+    doors: tuple[Deployment, Path], measured: tuple[Deployment, Path], team: Team
+) -> None:
+    """The default deployment serves no metrics (404, to an admin too); one started with
+    metrics on counts an answer, a refused indexer run and an ingest job, to an admin only,
+    and says nothing of the question, the users or the index."""
+    assert httpx.get(url_of(doors[0]) + "/metrics", headers=team.headers("root")).status_code == 404
+    url = url_of(measured[0])
+    answered = httpx.post(
+        f"{url}/runs/wait",
+        json={
+            "assistant_id": "footnote",
+            "input": {"messages": [{"role": "user", "content": METRICS_QUESTION}]},
+        },
+        headers=team.headers("alice"),
+        timeout=300,
+    )
+    assert answered.status_code == 200, answered.text
+    refused = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sync"}},
+        headers=team.headers("alice"),
+    )
+    assert refused.status_code == 403
+    listed = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sources"}},
+        headers=team.headers("root"),
+        timeout=120,
+    )
+    assert listed.status_code == 200, listed.text
+    assert httpx.get(f"{url}/metrics").status_code == 401
+    assert httpx.get(f"{url}/metrics", headers=team.headers("alice")).status_code == 403
+    scraped = httpx.get(f"{url}/metrics", headers=team.headers("root"))
+    assert scraped.status_code == 200, scraped.text
+    text = scraped.text
+    assert 'footnote_runs_total{graph="footnote",outcome="ok",route="wait"} 1.0' in text
+    assert 'footnote_ingest_jobs_total{action="sync",outcome="refused"} 1.0' in text
+    assert 'footnote_ingest_jobs_total{action="sources",outcome="ok"} 1.0' in text
+    assert 'footnote_run_seconds_count{graph="footnote",route="wait"} 1.0' in text
+    for secret in ("API key", "alice", "root", "keys.md", str(Path(os.sep, "tmp"))):
+        assert secret not in text, secret
 
 
 OPEN_AUTH = '''

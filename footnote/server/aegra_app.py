@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from http import HTTPStatus
 from typing import Any
 
@@ -41,7 +42,7 @@ from footnote.graph.graph import graph as answer_graph
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.graph.indexer import library as library_graph
 from footnote.server import auth as served
-from footnote.server import webapp
+from footnote.server import metrics, webapp
 from footnote.server.aegra_auth import aegra_user, enforce_corpus_settings, enforce_server_settings
 from footnote.server.aegra_routes import VettedRoutesOnly
 from footnote.server.credentials import Identity, Unauthenticated
@@ -269,6 +270,49 @@ _ANY_RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream|/batch)?/
 """Paths that create a run (on a thread, or stateless)."""
 
 
+class RunMetrics:
+    """Each run request counted and timed (`footnote.server.metrics`) while the operator has
+    metrics on: its graph, route and outcome, and for the indexer its action, as fixed label
+    words (nothing else of the request is read into a metric)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not _ANY_RUN_PATH.match(path)
+            or not metrics.enabled()
+        ):
+            await self.app(scope, receive, send)
+            return
+        body, receive = await _buffered(receive)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = None
+        request = request if isinstance(request, dict) else {}
+        run_input = request.get("input")
+        action = run_input.get("action", "sources") if isinstance(run_input, dict) else None
+        graph = served.corpus_graph_of(request.get("assistant_id")) or "footnote"
+        route = next((r for r in ("wait", "stream") if path.rstrip("/").endswith(r)), "background")
+        status = 500
+        started = time.monotonic()
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            metrics.observe_run(graph, route, action, status, time.monotonic() - started)
+
+
 class AssistantContexts:
     """An assistant stores its checked context (`ServerSettings.check`: names the graph does
     not know dropped), as on the dev server, where `footnote.server.auth.write_assistant` rewrites
@@ -389,10 +433,12 @@ app.add_route("/ok", ok)
 app.add_route("/", ok)
 app.add_route("/health", health)  # before Aegra's own, which know nothing of Redis
 app.add_route("/ready", ready)
+app.add_route("/metrics", metrics.metrics_page)  # admins only (AdminOnlyMeta); off: 404
 app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
 app.add_middleware(AssistantContexts)
+app.add_middleware(RunMetrics)  # outside the refusals above: refused runs are counted too
 app.add_middleware(VettedRoutesOnly)  # added last: the outermost layer
 app.add_exception_handler(HTTPException, http_error)
 

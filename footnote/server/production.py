@@ -120,6 +120,8 @@ def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
 
 LOG_FORMATS = ("console", "json")
 UPLOAD_DIR_ENV = "FOOTNOTE_UPLOAD_DIR"
+METRICS_ENV = "FOOTNOTE_METRICS"
+"""Whether the replicas serve Prometheus metrics (`footnote.server.metrics`)."""
 """Where the indexer keeps uploaded files (`footnote.graph.indexer.IndexerContext`)."""
 
 
@@ -134,9 +136,14 @@ def replica_environment(
     migrate: bool,
     base: Mapping[str, str] | None = None,
     log_format: str = "console",
+    tracing: bool = False,
 ) -> dict[str, str]:
-    """Everything one replica reads: Footnote's settings plus Aegra's."""
-    env = server_environment(index_dir=index_dir)
+    """Everything one replica reads: Footnote's settings plus Aegra's. Tracing is one
+    switch: off, neither LangSmith (its keys removed) nor Aegra's OpenTelemetry exporters
+    (`OTEL_TARGETS`) trace anything; on, both follow the operator's own settings."""
+    env = server_environment(index_dir=index_dir, tracing=tracing)
+    if not tracing:
+        env["OTEL_TARGETS"] = ""
     env.update(base or {})
     for name, value in RECOVERY_DEFAULTS.items():
         env.setdefault(name, value)
@@ -465,6 +472,7 @@ def running_deployment(
     log_dir: Path | None = None,
     log_format: str = "console",
     echo: Echo | None = None,
+    tracing: bool = False,
 ) -> Iterator[Deployment]:
     """Start `replicas` replicas (and a local PostgreSQL / Redis where no URL is given),
     refuse to yield unless each refuses an unauthenticated probe; stop everything by PID.
@@ -502,6 +510,7 @@ def running_deployment(
             migrate=True,
             base=extra_env,
             log_format=log_format,
+            tracing=tracing,
         )
         if not inherit_credentials:  # a test's replicas know only the credentials it gives
             for name in CREDENTIAL_SETTINGS:
@@ -600,6 +609,12 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         help="how the launcher and the replicas write their logs (stdout and <data-dir>/logs)",
     )
     group.add_argument(
+        "--metrics",
+        action="store_true",
+        help="Prometheus metrics at GET /metrics on each replica, for admins only (default: "
+        "off, unless $FOOTNOTE_METRICS=1); --tracing turns on LangSmith and OTEL_TARGETS",
+    )
+    group.add_argument(
         "--python",
         default="",
         help="interpreter with aegra-api (default: see footnote.server.production)",
@@ -667,7 +682,11 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             ports=ports,
             database_dir=None if args.ephemeral else data_dir / "postgres",
             # Uploaded files are sources `sync` reads again: kept beside the database.
-            extra_env={UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads")},
+            extra_env={
+                UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads"),
+                **({METRICS_ENV: "1"} if args.metrics else {}),
+            },
+            tracing=args.tracing,
             log_dir=data_dir / "logs",
             log_format=args.log_format,
             echo=echo,
