@@ -156,3 +156,19 @@ def test_a_damaged_or_escaping_archive_is_refused_and_nothing_changes(
     assert not list(tmp_path.rglob("escaped.txt")) and not Path("/tmp/escaped.txt").exists()
     assert not [p for p in (tmp_path / "restored").rglob("*") if p.is_symlink()]
     assert os.listdir(target) in ([], ["LOCK"])
+
+
+def test_the_upgrade_note_names_the_versions_this_footnote_writes() -> None:
+    """docs/deployment.md's table of Footnote's own data versions says what the code says."""
+    from footnote.cli.backup import BACKUP_VERSION
+    from footnote.feedback.records import SCHEMA_VERSION
+    from footnote.store.files import FORMAT_VERSION
+    from footnote.store.postgres import SCHEMA_VERSION as PG_SCHEMA_VERSION
+    from tests.conftest import REPO
+
+    note = (REPO / "docs" / "deployment.md").read_text(encoding="utf-8")
+    rows = {line.split("|")[1].strip(): line for line in note.splitlines() if line.startswith("| ")}
+    assert f"(now {FORMAT_VERSION})" in rows["Index (files backend)"]
+    assert f"`footnote_schema` (now {PG_SCHEMA_VERSION})" in rows["Index (PostgreSQL)"]
+    assert f"(now {SCHEMA_VERSION})" in rows["Feedback store"]
+    assert f"(now {BACKUP_VERSION})" in rows["Backup archive"]
