@@ -196,7 +196,8 @@ def audit_refused(who: str, run_input: Any, requested: Any, reason: str) -> None
         index = SETTINGS.index_location(name)
     except ContextRefused:
         index = SETTINGS.index_location("default")
-    uploads = asked.get("uploads") if isinstance(asked.get("uploads"), list) else []
+    given = asked.get("uploads")
+    uploads: list[Any] = given if isinstance(given, list) else []
     audit.record_quietly(
         audit.audit_location(index),
         who=who,
