@@ -33,6 +33,7 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
+from footnote.ingest import audit
 from footnote.ingest.pipeline import ingest
 from footnote.server.aegra_routes import VETTED, vetted
 from footnote.server.langgraph_dev import free_port, log_tail
@@ -470,6 +471,8 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
     module.parent.mkdir()
     module.write_text(OPEN_AUTH, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
+    log = served_index.parent / "audit.jsonl"
+    before = len(audit.read(log, limit=1_000_000)[0])
     for deployment, uploads in deploy(
         tmp_path,
         served_index,
@@ -480,6 +483,9 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
         assert_no_side_door(
             deployment, team, other_index, uploads, tmp_path, expect_refusal=refused
         )
+    # No handler ran here: the indexer's factory recorded each refused run itself.
+    recorded = audit.read(log, limit=1_000_000)[0][before:]
+    assert recorded and {(r["who"], r["result"]) for r in recorded} == {("api_key:root", "refused")}
 
 
 def test_no_route_makes_a_thread_without_its_owner(
