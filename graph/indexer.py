@@ -23,7 +23,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from footnote.graph.tools import _served_user, _user_field
-from footnote.ingest import corpus
+from footnote.ingest import audit, corpus
 from footnote.ingest.jobs import run_job
 from footnote.ingest.pipeline import DEFAULT_MAX_BYTES
 from footnote.store.backends import default_index
@@ -146,14 +146,50 @@ def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
 
 
 def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, Any]:
-    """Run the admin's action through the same write path as `footnote add/remove/sync`, in
-    a job process queued per index (`ingest/jobs.py`), never in the server's own process:
-    its progress, `queued` while another job holds the index, comes back as custom events."""
-    _require_admin()
+    """Run the admin's action through the same write path as `footnote add/remove/sync`;
+    every change asked for, done, refused or failed, goes to the audit log
+    (`footnote.ingest.audit`), under the caller's authenticated identity."""
     context = _context(runtime)
     index = context.index_dir
+    changes = state.action != "sources"
+    trail = {
+        "who": _actor(),
+        "action": state.action,
+        "index": index,
+        "sources": state.sources,
+        "uploads": [str(u.get("name", "")) for u in state.uploads if isinstance(u, dict)],
+    }
+    where = audit.audit_location(index)
+    try:
+        _require_admin()
+    except NotAllowed as exc:
+        audit.record_quietly(where, **trail, result="refused", reason=str(exc))
+        raise
+    try:
+        result = _act(state, context)
+    except Exception as exc:
+        if changes:
+            audit.record_quietly(where, **trail, result="error", reason=str(exc))
+        raise
+    if changes:
+        audit.record_quietly(where, **trail, result="ok", summary=result)
+    return {"result": result}
+
+
+def _actor() -> str:
+    """Who runs this: the served caller as the server names its owner (`api_key:root`), or
+    the local operator when the graph runs embedded."""
+    user = _served_user()
+    if user is None:
+        return audit.local_operator()
+    name = _user_field(user, "display_name") or _user_field(user, "identity")
+    return f"{_user_field(user, 'auth_method')}:{name}"
+
+
+def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
+    index = context.index_dir
     if state.action == "sources":
-        return {"result": corpus.sources(index)}
+        return corpus.sources(index)
     options: dict[str, Any] = {
         "embeddings": context.embeddings,
         "allow_private": context.allow_private,
@@ -172,7 +208,7 @@ def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, A
             exclude=state.exclude,
             crawl=state.crawl,
         )
-    return {"result": run_job(state.action, index, options, progress=get_stream_writer())}
+    return run_job(state.action, index, options, progress=get_stream_writer())
 
 
 builder = StateGraph(

@@ -1,17 +1,21 @@
 """The indexer graph through a real `langgraph dev` and `langgraph_sdk`: an admin adds,
 uploads, lists, syncs and removes sources; a non-admin gets 403 and sees, through the
 library graph, only the documents their groups may read; a served URL source never reaches
-loopback unless the operator allows it."""
+loopback unless the operator allows it; the audit log records who did (or was refused) what,
+and only admins read it."""
 
 from __future__ import annotations
 
 import base64
+import json
 import shutil
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
@@ -19,7 +23,7 @@ from langgraph_sdk.client import SyncLangGraphClient
 from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import ServerFailed, running_server
 from tests.conftest import HANDBOOK
-from tests.served import USERS, api_key_team
+from tests.served import USERS, Team, api_key_team
 from tests.test_served_auth import refusal
 
 pytestmark = pytest.mark.integration
@@ -31,6 +35,8 @@ class Indexer:
     root: Path
     uploads: Path
     index: Path
+    url: str = ""
+    team: Team | None = None
 
 
 @pytest.fixture(scope="module")
@@ -46,7 +52,7 @@ def indexer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexer]:
     try:
         with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as server:
             clients = {u: get_sync_client(url=server.url, headers=team.headers(u)) for u in USERS}
-            yield Indexer(clients, root, uploads, index)
+            yield Indexer(clients, root, uploads, index, server.url, team)
     except ServerFailed as exc:
         pytest.fail(str(exc), pytrace=False)
 
@@ -103,3 +109,41 @@ def test_served_url_sources_never_reach_loopback(indexer: Indexer) -> None:
     assert "loopback, private or link-local" in errors["http://127.0.0.1:9/secret.html"]
     metadata = run(admin, "indexer", action="add", sources=["http://169.254.169.254/latest/"])
     assert "loopback, private or link-local" in str(metadata["result"]["errors"])
+
+
+def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(indexer: Indexer) -> None:
+    """An admin's upload and sync are recorded with the admin's authenticated identity, a
+    non-admin's refused sync as refused (with the reason); over HTTP only an admin reads the
+    log (a user: 403, nobody: 401); the file is mode 600 beside the index."""
+    assert indexer.team is not None
+    admin, alice = indexer.clients["root"], indexer.clients["alice"]
+    note = base64.b64encode(b"# Audited\n\nThe audited numbat memo.\n").decode()
+    added = run(admin, "indexer", action="add", uploads=[{"name": "audited.md", "content": note}])
+    assert added["result"]["added"] == 1
+    assert "deleted" in run(admin, "indexer", action="sync")["result"]
+    status, _ = refusal(lambda: run(alice, "indexer", action="sync"))
+    assert status == 403
+    assert_audited(indexer.url, indexer.team, upload="audited.md")
+    log = indexer.index.parent / "audit.jsonl"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+def assert_audited(url: str, team: Team, *, upload: str) -> None:
+    """What both runtimes' audit logs must show of the calls above, and to whom."""
+    answer = httpx.get(f"{url}/audit", params={"limit": 1000}, headers=team.headers("root"))
+    assert answer.status_code == 200, answer.text
+    records = answer.json()["items"]
+    assert answer.json()["damaged"] == 0
+    added = [r for r in records if r["action"] == "add" and upload in r.get("uploads", [])]
+    assert added and added[-1]["who"] == "api_key:root" and added[-1]["result"] == "ok", records
+    assert added[-1]["summary"]["added"] == 1 and added[-1]["time"].endswith("+00:00")
+    synced = [r for r in records if r["action"] == "sync" and r["result"] == "ok"]
+    assert synced and synced[-1]["who"] == "api_key:root", records
+    refused = [r for r in records if r["who"] == "api_key:alice"]
+    assert refused and refused[-1]["action"] == "sync", records
+    assert refused[-1]["result"] == "refused" and "only admins" in refused[-1]["reason"]
+    assert "numbat" not in json.dumps(records)  # an upload's name, never its content
+    alice = httpx.get(f"{url}/audit", headers=team.headers("alice"))
+    assert alice.status_code == 403, alice.text
+    assert "numbat" not in alice.text and "audited.md" not in alice.text
+    assert httpx.get(f"{url}/audit").status_code == 401

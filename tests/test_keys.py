@@ -11,7 +11,16 @@ import pytest
 
 from footnote.cli.keys import KeyFileError, add_key, list_keys
 from footnote.cli.main import main
+from footnote.ingest import audit
 from footnote.server.credentials import ApiKeys, Unauthenticated
+
+
+@pytest.fixture(autouse=True)
+def audit_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's own audit log (keys changes are audited; not into the checkout's)."""
+    log = tmp_path / "audit.jsonl"
+    monkeypatch.setenv(audit.AUDIT_ENV, str(log))
+    return log
 
 
 def test_add_prints_a_key_once_and_stores_only_its_digest(
@@ -79,3 +88,27 @@ def test_concurrent_adds_keep_every_key(tmp_path: Path) -> None:
     assert not [
         p for p in tmp_path.iterdir() if p.name.startswith(".keys.json.") and "lock" not in p.name
     ]
+
+
+def test_keys_added_and_revoked_are_audited_as_the_local_operator(
+    tmp_path: Path, audit_log: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Who (this machine's login), what (the user named), and the outcome; never the key."""
+    path = tmp_path / "keys.json"
+    assert main(["keys", "--file", str(path), "add", "alice"]) == 0
+    assert main(["keys", "--file", str(path), "add", "root", "--admin"]) == 0
+    key = capsys.readouterr().out.split()[0]
+    assert main(["keys", "--file", str(path), "revoke", "alice"]) == 0
+    assert main(["keys", "--file", str(path), "revoke", "root"]) == 2  # the last key
+    assert main(["keys", "--file", str(path), "list"]) == 0  # reading is not audited
+    entries, damaged = audit.read(audit_log)
+    assert damaged == 0
+    assert [(e["action"], e["target"], e["result"]) for e in entries] == [
+        ("keys add", "user alice", "ok"),
+        ("keys add", "user root", "ok"),
+        ("keys revoke", "user alice", "ok"),
+        ("keys revoke", "user root", "refused"),
+    ]
+    assert all(e["who"] == audit.local_operator() for e in entries)
+    assert "last key" in entries[-1]["reason"]
+    assert key not in audit_log.read_text()

@@ -12,6 +12,7 @@ on loopback ports, stopped by PID:
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -32,10 +33,12 @@ import psycopg
 import pytest
 from langgraph_sdk import get_sync_client
 
+from footnote.ingest import audit
 from footnote.ingest.pipeline import ingest
 from footnote.server.aegra_routes import VETTED, vetted
 from footnote.server.langgraph_dev import free_port, log_tail
 from footnote.server.production import (
+    METRICS_ENV,
     Deployment,
     ProductionError,
     production_python,
@@ -44,6 +47,7 @@ from footnote.server.production import (
 from tests.conftest import REPO, footnote_command
 from tests.served import HANDBOOK, PUBLIC_QUESTION, Listener, Team, api_key_team, build_corpus
 from tests.stub_openai import StubOpenAI
+from tests.test_indexer_served import assert_audited
 from tests.test_production import slow_model
 
 pytestmark = pytest.mark.integration
@@ -363,6 +367,89 @@ def test_the_corpus_graphs_still_answer_their_callers(
     assert "keys.md" in json.dumps(listed), listed
 
 
+def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
+    doors: tuple[Deployment, Path], team: Team, served_index: Path
+) -> None:
+    """As on the dev runtime (tests/test_indexer_served.py): an admin's upload and sync are
+    recorded under the admin's authenticated identity, a user's refused sync as refused;
+    only an admin reads GET /audit; the log is mode 600 beside the index."""
+    deployment, _ = doors
+    url = url_of(deployment)
+    root = get_sync_client(url=url, headers=team.headers("root"))
+    note = base64.b64encode(b"# Audited\n\nThe audited numbat memo.\n").decode()
+    default = {"index_dir": "default"}
+    upload = {"action": "add", "uploads": [{"name": "audited.md", "content": note}]}
+    added = root.runs.wait(None, "indexer", input=upload, context=default)
+    assert added["result"]["added"] == 1, added  # type: ignore[index,call-overload]
+    synced = root.runs.wait(None, "indexer", input={"action": "sync"}, context=default)
+    assert "deleted" in synced["result"], synced  # type: ignore[index,call-overload]
+    refused = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sync"}, "context": default},
+        headers=team.headers("alice"),
+    )
+    assert refused.status_code == 403, refused.text
+    assert_audited(url, team, upload="audited.md")
+    log = served_index.parent / "audit.jsonl"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o600
+
+
+METRICS_QUESTION = "How often do I have to change my API key?"
+
+
+@pytest.fixture(scope="module")
+def measured(
+    tmp_path_factory: pytest.TempPathFactory, served_index: Path, team: Team
+) -> Iterator[tuple[Deployment, Path]]:
+    yield from deploy(
+        tmp_path_factory.mktemp("metrics"), served_index, team, extra_env={METRICS_ENV: "1"}
+    )
+
+
+def test_metrics_off_by_default_on_when_asked_and_for_admins_only(
+    doors: tuple[Deployment, Path], measured: tuple[Deployment, Path], team: Team
+) -> None:
+    """The default deployment serves no metrics (404, to an admin too); one started with
+    metrics on counts an answer, a refused indexer run and an ingest job, to an admin only,
+    and says nothing of the question, the users or the index."""
+    assert httpx.get(url_of(doors[0]) + "/metrics", headers=team.headers("root")).status_code == 404
+    url = url_of(measured[0])
+    answered = httpx.post(
+        f"{url}/runs/wait",
+        json={
+            "assistant_id": "footnote",
+            "input": {"messages": [{"role": "user", "content": METRICS_QUESTION}]},
+        },
+        headers=team.headers("alice"),
+        timeout=300,
+    )
+    assert answered.status_code == 200, answered.text
+    refused = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sync"}},
+        headers=team.headers("alice"),
+    )
+    assert refused.status_code == 403
+    listed = httpx.post(
+        f"{url}/runs/wait",
+        json={"assistant_id": "indexer", "input": {"action": "sources"}},
+        headers=team.headers("root"),
+        timeout=120,
+    )
+    assert listed.status_code == 200, listed.text
+    assert httpx.get(f"{url}/metrics").status_code == 401
+    assert httpx.get(f"{url}/metrics", headers=team.headers("alice")).status_code == 403
+    scraped = httpx.get(f"{url}/metrics", headers=team.headers("root"))
+    assert scraped.status_code == 200, scraped.text
+    text = scraped.text
+    assert 'footnote_runs_total{graph="footnote",outcome="ok",route="wait"} 1.0' in text
+    assert 'footnote_ingest_jobs_total{action="sync",outcome="refused"} 1.0' in text
+    assert 'footnote_ingest_jobs_total{action="sources",outcome="ok"} 1.0' in text
+    assert 'footnote_run_seconds_count{graph="footnote",route="wait"} 1.0' in text
+    for secret in ("API key", "alice", "root", "keys.md", str(Path(os.sep, "tmp"))):
+        assert secret not in text, secret
+
+
 OPEN_AUTH = '''
 """Footnote's authentication with none of its run handlers: a route that skipped them."""
 from langgraph_sdk import Auth
@@ -384,6 +471,8 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
     module.parent.mkdir()
     module.write_text(OPEN_AUTH, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
+    log = served_index.parent / "audit.jsonl"
+    before = len(audit.read(log, limit=1_000_000)[0])
     for deployment, uploads in deploy(
         tmp_path,
         served_index,
@@ -394,6 +483,9 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
         assert_no_side_door(
             deployment, team, other_index, uploads, tmp_path, expect_refusal=refused
         )
+    # No handler ran here: the indexer's factory recorded each refused run itself.
+    recorded = audit.read(log, limit=1_000_000)[0][before:]
+    assert recorded and {(r["who"], r["result"]) for r in recorded} == {("api_key:root", "refused")}
 
 
 def test_no_route_makes_a_thread_without_its_owner(
@@ -423,6 +515,28 @@ def test_no_route_makes_a_thread_without_its_owner(
         )
         assert kept.status_code == 422, (suffix, kept.text)
     assert threads() == before
+
+
+def test_a_thread_state_write_is_refused_to_its_owner_and_an_admin(
+    doors: tuple[Deployment, Path], team: Team
+) -> None:
+    """`POST /threads/{id}/state` is refused (403) as on the dev runtime, to the thread's
+    owner and to an admin on their own thread alike (feedback trusts a thread's state as the
+    record of its runs); someone else's thread stays 404; the state is left unwritten."""
+    url = url_of(doors[0])
+    forged = {"values": {"messages": [{"type": "ai", "id": "forged", "content": "FORGED"}]}}
+    for user in ("alice", "root"):
+        headers = team.headers(user)
+        thread = httpx.post(f"{url}/threads", json={}, headers=headers).json()["thread_id"]
+        written = httpx.post(f"{url}/threads/{thread}/state", json=forged, headers=headers)
+        assert written.status_code == 403, (user, written.text)
+        other = "bob" if user == "alice" else "alice"
+        foreign = httpx.post(
+            f"{url}/threads/{thread}/state", json=forged, headers=team.headers(other)
+        )
+        assert foreign.status_code == 404, (user, foreign.text)
+        state = httpx.get(f"{url}/threads/{thread}/state", headers=headers)
+        assert state.status_code == 200 and "FORGED" not in state.text, state.text
 
 
 # --- the trial services ---------------------------------------------------------------------
@@ -481,6 +595,41 @@ def test_health_and_ready_report_postgresql_and_redis(doors: tuple[Deployment, P
         answer = httpx.get(url + path)
         assert answer.status_code == 200, answer.text
         assert answer.json() == {"status": status, "postgresql": "ok", "redis": "ok"}
+
+
+def test_the_default_data_folder_works_as_root(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Root's home is out of reach of the user the trial PostgreSQL runs as, so root's
+    default data folder is a system one (`SYSTEM_DATA_DIR`, here moved to a fresh folder):
+    made mode 711, the cluster in it starts, opens with its password, and is kept.
+    Anyone else keeps theirs in their own Footnote folder, mode 700."""
+    from footnote.server import production
+    from footnote.server.local_postgres import start_server
+    from footnote.server.local_postgres import stop_server as stop_pg
+
+    monkeypatch.delenv("FOOTNOTE_STATE_DIR", raising=False)
+    monkeypatch.delenv("XDG_STATE_HOME", raising=False)
+    system = Path(tempfile.mkdtemp(prefix="footnote-system-")) / "production"
+    system.parent.chmod(0o755)  # as /var/lib is
+    monkeypatch.setattr(production, "SYSTEM_DATA_DIR", system)
+    try:
+        chosen = production.prepare_data_dir(production.default_data_dir())
+        if os.geteuid() != 0:
+            assert chosen == Path.home() / ".local" / "state" / "footnote" / "production"
+            assert stat.S_IMODE(chosen.stat().st_mode) == 0o700
+            return
+        assert chosen == system and stat.S_IMODE(system.stat().st_mode) == 0o711
+        server = start_server(folder=chosen / "postgres")
+        try:
+            with psycopg.connect(server.url, autocommit=True) as conn:
+                assert conn.execute("SELECT 1").fetchone() == (1,)
+        finally:
+            stop_pg(server)
+        assert (chosen / "postgres" / "data" / "PG_VERSION").is_file()
+        assert stat.S_IMODE((chosen / "postgres").stat().st_mode) == 0o700
+    finally:
+        subprocess.run(["rm", "-rf", str(system.parent)], check=False)
 
 
 # --- supervision ----------------------------------------------------------------------------

@@ -61,6 +61,14 @@ EXAMPLES = {
   footnote keys --file keys.json add alice --group engineering   # prints alice's key once
   footnote keys list --json                                      # reads $FOOTNOTE_API_KEYS
   footnote keys revoke alice                                     # or: revoke --id ID""",
+    "audit": """\
+  footnote audit --index .footnote/handbook          # who changed what, newest last
+  footnote audit --json --limit 20                   # for scripts""",
+    "backup": """\
+  footnote backup /backups/handbook.tar.gz --index .footnote/handbook
+  footnote backup handbook-index.tar.gz --no-feedback   # the index only""",
+    "restore": """\
+  footnote restore /backups/handbook.tar.gz --index .footnote/handbook""",
 }
 """Examples shown at the end of each subcommand's --help."""
 

@@ -21,6 +21,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from footnote.ingest import audit
 from footnote.server.credentials import CredentialsError, hash_key, new_key, parse_key_file
 
 KEYS_ENV = "FOOTNOTE_API_KEYS"
@@ -124,33 +125,55 @@ def _path(args: argparse.Namespace) -> Path:
     return Path(chosen)
 
 
+def _audit(args: argparse.Namespace, result: audit.Result, reason: str = "") -> None:
+    """A key added or revoked (or refused), by the local operator, in the audit log."""
+    if args.keys_command == "list":
+        return
+    key_id = getattr(args, "id", "")
+    audit.record_quietly(
+        audit.audit_location(),
+        who=audit.local_operator(),
+        action=f"keys {args.keys_command}",
+        result=result,
+        reason=reason,
+        target=f"key id {key_id}" if key_id else f"user {args.user}",
+    )
+
+
 def cmd_keys(args: argparse.Namespace) -> int:
     try:
-        path = _path(args)
-        if args.keys_command == "add":
-            key = add_key(path, args.user, args.group, args.admin)
-            print(key)
-            print(
-                f"footnote: added a key for {args.user!r} to {path}; this is the only time "
-                "it is shown",
-                file=sys.stderr,
-            )
-        elif args.keys_command == "list":
-            rows = list_keys(path)
-            if args.json:
-                print(json.dumps(rows, indent=2))
-            for row in [] if args.json else rows:
-                groups = ",".join(row.get("groups", [])) or "-"
-                print(f"{row['id']}  {row['user']}  groups={groups}  admin={row['admin']}")
-        else:
-            count = revoke_keys(path, user=args.user or "", key_id=args.id or "")
-            if not count:
-                print("footnote: no key matched; nothing revoked", file=sys.stderr)
-                return 1
-            print(f"footnote: revoked {count} key(s) in {path}", file=sys.stderr)
+        status = _keys(args)
     except KeyFileError as exc:
+        _audit(args, "refused", str(exc))
         print(f"footnote: {exc}", file=sys.stderr)
         return 2
+    _audit(args, "ok" if status == 0 else "refused", "" if status == 0 else "no key matched")
+    return status
+
+
+def _keys(args: argparse.Namespace) -> int:
+    """The action itself; KeyFileError when the file cannot be changed as asked."""
+    path = _path(args)
+    if args.keys_command == "add":
+        key = add_key(path, args.user, args.group, args.admin)
+        print(key)
+        print(
+            f"footnote: added a key for {args.user!r} to {path}; this is the only time it is shown",
+            file=sys.stderr,
+        )
+    elif args.keys_command == "list":
+        rows = list_keys(path)
+        if args.json:
+            print(json.dumps(rows, indent=2))
+        for row in [] if args.json else rows:
+            groups = ",".join(row.get("groups", [])) or "-"
+            print(f"{row['id']}  {row['user']}  groups={groups}  admin={row['admin']}")
+    else:
+        count = revoke_keys(path, user=args.user or "", key_id=args.id or "")
+        if not count:
+            print("footnote: no key matched; nothing revoked", file=sys.stderr)
+            return 1
+        print(f"footnote: revoked {count} key(s) in {path}", file=sys.stderr)
     return 0
 
 

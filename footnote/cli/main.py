@@ -295,6 +295,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_keys.add_commands(sub)
 
+    from footnote.cli import backup as cli_backup
+
+    cli_backup.add_commands(sub, default_index)
+
+    from footnote.cli import audit as cli_audit
+
+    cli_audit.add_command(sub, default_index)
+
     from footnote.cli.conventions import finish
 
     finish(parser)

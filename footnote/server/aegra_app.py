@@ -28,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import time
 from http import HTTPStatus
 from typing import Any
 
@@ -41,7 +42,7 @@ from footnote.graph.graph import graph as answer_graph
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.graph.indexer import library as library_graph
 from footnote.server import auth as served
-from footnote.server import webapp
+from footnote.server import metrics, webapp
 from footnote.server.aegra_auth import aegra_user, enforce_corpus_settings, enforce_server_settings
 from footnote.server.aegra_routes import VettedRoutesOnly
 from footnote.server.credentials import Identity, Unauthenticated
@@ -100,7 +101,8 @@ class OwnThreadsOnly:
     (`if_not_exists: "create"`), it is created here first, with the caller's owner and scope
     (Aegra's own auto-creation would store neither, and the thread would be lost to its owner);
     otherwise such a run answers 404, as LangGraph's default `if_not_exists: "reject"` does
-    (Aegra ignores the field and would auto-create it).
+    (Aegra ignores the field and would auto-create it). A state write (`POST .../state`) is
+    refused (403) to its owner too, as the dev runtime refuses it.
     """
 
     def __init__(self, app: ASGIApp) -> None:
@@ -120,6 +122,11 @@ class OwnThreadsOnly:
         if owner is not None and owner != _ownership(caller):
             await _refuse(send, 404, f"Thread '{thread_id}' not found")
             return
+        if scope["method"] == "POST" and _STATE_PATH.match(scope["path"]):
+            # As on the dev runtime (`footnote.server.auth.update_thread`), admins included:
+            # feedback and its export trust a thread's state as the record of the runs.
+            await _refuse(send, 403, "a thread's state is written by its runs only")
+            return
         if owner is None and scope["method"] == "POST" and _RUN_PATH.match(scope["path"]):
             body, receive = await _buffered(receive)
             try:
@@ -134,6 +141,7 @@ class OwnThreadsOnly:
 
 
 _RUN_PATH = re.compile(r"^/threads/[^/]+/runs(?:/wait|/stream)?/?$")
+_STATE_PATH = re.compile(r"^/threads/[^/]+/state/?$")
 
 
 async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
@@ -262,6 +270,49 @@ _ANY_RUN_PATH = re.compile(r"^(?:/threads/[^/]+)?/runs(?:/wait|/stream|/batch)?/
 """Paths that create a run (on a thread, or stateless)."""
 
 
+class RunMetrics:
+    """Each run request counted and timed (`footnote.server.metrics`) while the operator has
+    metrics on: its graph, route and outcome, and for the indexer its action, as fixed label
+    words (nothing else of the request is read into a metric)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        path = scope.get("path", "")
+        if (
+            scope["type"] != "http"
+            or scope["method"] != "POST"
+            or not _ANY_RUN_PATH.match(path)
+            or not metrics.enabled()
+        ):
+            await self.app(scope, receive, send)
+            return
+        body, receive = await _buffered(receive)
+        try:
+            request = json.loads(body or b"{}")
+        except ValueError:
+            request = None
+        request = request if isinstance(request, dict) else {}
+        run_input = request.get("input")
+        action = run_input.get("action", "sources") if isinstance(run_input, dict) else None
+        graph = served.corpus_graph_of(request.get("assistant_id")) or "footnote"
+        route = next((r for r in ("wait", "stream") if path.rstrip("/").endswith(r)), "background")
+        status = 500
+        started = time.monotonic()
+
+        async def counted(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, counted)
+        finally:
+            metrics.observe_run(graph, route, action, status, time.monotonic() - started)
+
+
 class AssistantContexts:
     """An assistant stores its checked context (`ServerSettings.check`: names the graph does
     not know dropped), as on the dev server, where `footnote.server.auth.write_assistant` rewrites
@@ -382,10 +433,12 @@ app.add_route("/ok", ok)
 app.add_route("/", ok)
 app.add_route("/health", health)  # before Aegra's own, which know nothing of Redis
 app.add_route("/ready", ready)
+app.add_route("/metrics", metrics.metrics_page)  # admins only (AdminOnlyMeta); off: 404
 app.add_middleware(AdminOnlyMeta)
 app.add_middleware(OwnThreadsOnly)
 app.add_middleware(RunWebhooks)
 app.add_middleware(AssistantContexts)
+app.add_middleware(RunMetrics)  # outside the refusals above: refused runs are counted too
 app.add_middleware(VettedRoutesOnly)  # added last: the outermost layer
 app.add_exception_handler(HTTPException, http_error)
 
@@ -403,7 +456,14 @@ def make_indexer(runtime: ServerRuntime) -> CompiledStateGraph[Any, Any, Any, An
     other setting (upload folder, private URLs, embeddings) the server's own."""
     execution = runtime.execution_runtime
     if execution is not None:
-        enforce_corpus_settings("indexer", runtime.user, execution.context)
+        try:
+            enforce_corpus_settings("indexer", runtime.user, execution.context)
+        except ContextRefused as exc:
+            method, name = (
+                served.user_field(runtime.user, f) for f in ("auth_method", "display_name")
+            )
+            served.audit_refused(f"{method}:{name}", None, None, exc.message)
+            raise
     return indexer_graph
 
 

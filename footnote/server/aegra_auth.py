@@ -194,8 +194,8 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
     if not isinstance(configurable, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run config")
     chosen = {k: v for k, v in configurable.items() if k not in _RUN_KEYS}
+    corpus_graph = served.corpus_graph_of(value.get("assistant_id"))
     try:
-        corpus_graph = served.corpus_graph_of(value.get("assistant_id"))
         if corpus_graph is not None:
             served.corpus_context(ctx, corpus_graph, chosen)
             context = served.corpus_context(ctx, corpus_graph, value.get("context"))
@@ -203,6 +203,14 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, Any]:
             checked_context(chosen)
             context = checked_context(value.get("context"))
     except ContextRefused as exc:
+        if corpus_graph == "indexer":
+            await asyncio.to_thread(
+                served.audit_refused,
+                mine[served.OWNER],
+                value.get("input"),
+                value.get("context"),
+                exc.message,
+            )
         raise _refuse(exc) from None
     return {"context": context}
 

@@ -40,6 +40,7 @@ VETTED = (
     "GET /feedback/why",
     "GET /feedback/{feedback_id}",
     "PATCH /feedback/{feedback_id}",
+    "GET /audit",  # admins only (footnote.server.audit_routes)
     # MCP and the OpenAI-compatible API: each checks the caller's credentials itself
     # (footnote.mcp.http, footnote.server.openai_routes), as the allowlist runs before auth
     "GET /mcp",
@@ -65,7 +66,7 @@ VETTED = (
     "PATCH /threads/{thread_id}",
     "DELETE /threads/{thread_id}",
     "GET /threads/{thread_id}/state",
-    "POST /threads/{thread_id}/state",
+    "POST /threads/{thread_id}/state",  # refused (403) to every caller: OwnThreadsOnly
     "GET /threads/{thread_id}/history",
     "POST /threads/{thread_id}/history",
     # runs (aegra_auth.create_run, aegra_app.RunWebhooks, the graph factories)

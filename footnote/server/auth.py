@@ -27,11 +27,13 @@ the server at start with one line that says what is wrong.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 from uuid import UUID, uuid5
 
 from langgraph_sdk import Auth
 
+from footnote.ingest import audit
 from footnote.server.credentials import Credentials, CredentialsError, Unauthenticated
 from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
 
@@ -169,16 +171,43 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
     kwargs = value.get("kwargs")
     if not isinstance(kwargs, dict):
         raise Auth.exceptions.HTTPException(status_code=422, detail="malformed run request")
+    corpus_graph = corpus_graph_of(value.get("assistant_id"))
     try:
         SETTINGS.webhook(kwargs.get("webhook"))
-        corpus_graph = corpus_graph_of(value.get("assistant_id"))
         if corpus_graph is not None:
             kwargs["context"] = corpus_context(ctx, corpus_graph, kwargs.get("context"))
         else:
             kwargs["context"] = SETTINGS.run_context(kwargs.get("context"))
     except ContextRefused as exc:
+        if corpus_graph == "indexer":
+            await asyncio.to_thread(
+                audit_refused, owned[OWNER], kwargs.get("input"), kwargs.get("context"), exc.message
+            )
         raise _refuse(exc) from None
     return owned
+
+
+def audit_refused(who: str, run_input: Any, requested: Any, reason: str) -> None:
+    """An indexer run refused before it started, in the audit log of the index it named
+    (the default one when it named none the operator has)."""
+    asked = run_input if isinstance(run_input, dict) else {}
+    name = requested.get("index_dir", "default") if isinstance(requested, dict) else "default"
+    try:
+        index = SETTINGS.index_location(name)
+    except ContextRefused:
+        index = SETTINGS.index_location("default")
+    given = asked.get("uploads")
+    uploads: list[Any] = given if isinstance(given, list) else []
+    audit.record_quietly(
+        audit.audit_location(index),
+        who=who,
+        action=str(asked.get("action", "sources")),
+        result="refused",
+        reason=reason,
+        index=index,
+        sources=asked.get("sources"),
+        uploads=[str(u.get("name", "")) for u in uploads if isinstance(u, dict)],
+    )
 
 
 CORPUS_GRAPHS = ("indexer", "library")

@@ -120,6 +120,8 @@ def write_config(directory: Path, auth_path: str = AUTH_PATH) -> Path:
 
 LOG_FORMATS = ("console", "json")
 UPLOAD_DIR_ENV = "FOOTNOTE_UPLOAD_DIR"
+METRICS_ENV = "FOOTNOTE_METRICS"
+"""Whether the replicas serve Prometheus metrics (`footnote.server.metrics`)."""
 """Where the indexer keeps uploaded files (`footnote.graph.indexer.IndexerContext`)."""
 
 
@@ -134,9 +136,14 @@ def replica_environment(
     migrate: bool,
     base: Mapping[str, str] | None = None,
     log_format: str = "console",
+    tracing: bool = False,
 ) -> dict[str, str]:
-    """Everything one replica reads: Footnote's settings plus Aegra's."""
-    env = server_environment(index_dir=index_dir)
+    """Everything one replica reads: Footnote's settings plus Aegra's. Tracing is one
+    switch: off, neither LangSmith (its keys removed) nor Aegra's OpenTelemetry exporters
+    (`OTEL_TARGETS`) trace anything; on, both follow the operator's own settings."""
+    env = server_environment(index_dir=index_dir, tracing=tracing)
+    if not tracing:
+        env["OTEL_TARGETS"] = ""
     env.update(base or {})
     for name, value in RECOVERY_DEFAULTS.items():
         env.setdefault(name, value)
@@ -465,6 +472,7 @@ def running_deployment(
     log_dir: Path | None = None,
     log_format: str = "console",
     echo: Echo | None = None,
+    tracing: bool = False,
 ) -> Iterator[Deployment]:
     """Start `replicas` replicas (and a local PostgreSQL / Redis where no URL is given),
     refuse to yield unless each refuses an unauthenticated probe; stop everything by PID.
@@ -475,7 +483,7 @@ def running_deployment(
     python = production_python(python)
     workdir.mkdir(parents=True, exist_ok=True)
     logs = log_dir or workdir
-    logs.mkdir(parents=True, exist_ok=True)
+    logs.mkdir(mode=0o700, parents=True, exist_ok=True)
     config = write_config(workdir, auth_path)
     with ExitStack() as stack:
         if not database_url:
@@ -502,6 +510,7 @@ def running_deployment(
             migrate=True,
             base=extra_env,
             log_format=log_format,
+            tracing=tracing,
         )
         if not inherit_credentials:  # a test's replicas know only the credentials it gives
             for name in CREDENTIAL_SETTINGS:
@@ -530,11 +539,30 @@ def running_deployment(
         yield deployment
 
 
-def default_data_dir() -> Path:
-    """Where a trial deployment keeps its database and logs: the user's Footnote folder."""
-    from footnote.models.embedding_choice import state_dir
+SYSTEM_DATA_DIR = Path("/var/lib/footnote/production")
+"""Root's default data folder. PostgreSQL refuses to run as root, so the trial database runs
+as an unprivileged user (`footnote.server.local_postgres`), who cannot enter /root (mode 700):
+root's deployment keeps its data where a system service's state lives instead."""
 
+
+def default_data_dir() -> Path:
+    """Where a trial deployment keeps its database and logs: the user's Footnote folder, or
+    for root (unless $FOOTNOTE_STATE_DIR or $XDG_STATE_HOME names one) `SYSTEM_DATA_DIR`."""
+    from footnote.models.embedding_choice import STATE_ENV, state_dir
+
+    if os.geteuid() == 0 and not (os.environ.get(STATE_ENV) or os.environ.get("XDG_STATE_HOME")):
+        return SYSTEM_DATA_DIR
     return state_dir() / "production"
+
+
+def prepare_data_dir(folder: Path) -> Path:
+    """`folder`, made if missing (its missing parents as mkdir makes them): mode 711 as root,
+    so the database's own user can pass through it to its mode-700 cluster folder while
+    nobody may list it; else 700. A folder given whose parents that user cannot enter is
+    refused when the database starts, with a line saying so."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    folder.chmod(0o711 if os.geteuid() == 0 else 0o700)
+    return folder
 
 
 def add_production_options(parser: argparse.ArgumentParser) -> None:
@@ -567,7 +595,7 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         help="the trial PostgreSQL and the logs (default: $FOOTNOTE_STATE_DIR/production, "
-        "else ~/.local/state/footnote/production)",
+        "else ~/.local/state/footnote/production; as root /var/lib/footnote/production)",
     )
     group.add_argument(
         "--ephemeral",
@@ -579,6 +607,12 @@ def add_production_options(parser: argparse.ArgumentParser) -> None:
         choices=LOG_FORMATS,
         default="console",
         help="how the launcher and the replicas write their logs (stdout and <data-dir>/logs)",
+    )
+    group.add_argument(
+        "--metrics",
+        action="store_true",
+        help="Prometheus metrics at GET /metrics on each replica, for admins only (default: "
+        "off, unless $FOOTNOTE_METRICS=1); --tracing turns on LangSmith and OTEL_TARGETS",
     )
     group.add_argument(
         "--python",
@@ -634,7 +668,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     say, echo = launcher_log(args.log_format, sys.stdout)
-    data_dir: Path = (args.data_dir or default_data_dir()).resolve()
+    data_dir: Path = prepare_data_dir((args.data_dir or default_data_dir()).resolve())
     workdir = Path(tempfile.mkdtemp(prefix="footnote-production-"))
     try:
         with running_deployment(
@@ -648,7 +682,11 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             ports=ports,
             database_dir=None if args.ephemeral else data_dir / "postgres",
             # Uploaded files are sources `sync` reads again: kept beside the database.
-            extra_env={UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads")},
+            extra_env={
+                UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads"),
+                **({METRICS_ENV: "1"} if args.metrics else {}),
+            },
+            tracing=args.tracing,
             log_dir=data_dir / "logs",
             log_format=args.log_format,
             echo=echo,

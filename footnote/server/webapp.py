@@ -1,5 +1,5 @@
 """The team's chat page at /ui, with the routes served beside the LangGraph API (`http.app` in
-langgraph.json): feedback, MCP at /mcp and the OpenAI-compatible /v1.
+langgraph.json): feedback, the audit log, MCP at /mcp and the OpenAI-compatible /v1.
 
 The page is static HTML, CSS and JavaScript shipped inside this package: no CDN, nothing
 fetched from elsewhere at run time. It talks to the same server's API from the browser with
@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from footnote.graph.prompts import NOT_COVERED
 from footnote.mcp.http import McpEndpoint
+from footnote.server.audit_routes import ROUTES as AUDIT_ROUTES
 from footnote.server.closed_routes import close_routes
 from footnote.server.feedback_routes import router as feedback_router
 from footnote.server.openai_routes import router as openai_router
@@ -101,6 +102,7 @@ app = Starlette(
         Route("/ui/config.json", config),
         Route("/ui/{name}", asset),
         *feedback_router.routes,  # /feedback/...: see footnote.server.feedback_routes
+        *AUDIT_ROUTES,  # /audit, admins only: see footnote.server.audit_routes
         *openai_router.routes,  # /v1/...: see footnote.server.openai_routes
         *MCP_ROUTES,
     ]
