@@ -55,6 +55,13 @@ _lock = threading.Lock()
 _workers: list[_Worker] = []
 
 
+def stop_workers() -> None:
+    """Kill the parse workers now, mid-file or not: for a process about to exit, whose
+    worker would otherwise parse on, orphaned, until it next reads its closed stdin."""
+    for worker in list(_workers):
+        worker.process.kill()
+
+
 def _memory_mb() -> int:
     value = os.environ.get(MEMORY_ENV, "")
     try:

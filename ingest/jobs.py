@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from typing import IO, Any
 
 from footnote.ingest.documents import ParseError
+from footnote.ingest.isolation import stop_workers
 from footnote.ingest.pipeline import DEFAULT_MAX_SECONDS
 from footnote.models.embedding_choice import state_dir
 from footnote.store import lock, types
@@ -229,6 +230,7 @@ def _end_with_the_server() -> None:
     """Stop the job at once when the server's end of stdin closes: it stopped waiting."""
     while sys.stdin.buffer.read(1 << 16):
         pass
+    stop_workers()  # a worker mid-parse reads no stdin, so it would not notice
     os._exit(1)
 
 
