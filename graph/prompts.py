@@ -99,3 +99,8 @@ it. If the evidence already answers the question, reply DONE and call no tool.
 Question: {{question}}
 
 {{sources}}"""
+
+HOP_NEIGHBOURS = """
+
+The team's entity graph links this evidence to other documents through: {entities}. If the \
+question needs one of them, search for it by that name."""
