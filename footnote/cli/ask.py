@@ -119,6 +119,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             "parts": final.get("parts", []),
             "searches": final.get("footnote_searches", 0),
             "model_calls": final.get("footnote_model_calls", 0),
+            "hops": final.get("footnote_hops", []),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0
