@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.memory import InMemorySaver
 
 from footnote.feedback.why import answer_record
@@ -135,7 +136,7 @@ def test_a_hop_reaches_a_restricted_document_only_for_its_group(restricted_index
 
 def test_why_this_answer_shows_the_entities_a_hop_went_through(handbook_index: Path) -> None:
     graph = make_graph(checkpointer=InMemorySaver())
-    config = {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "r1"}}
+    config: RunnableConfig = {"configurable": {"thread_id": "t"}, "metadata": {"run_id": "r1"}}
     out = graph.invoke(
         {"messages": [{"role": "user", "content": TWO_HOP}]},
         config,
