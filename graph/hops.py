@@ -64,14 +64,28 @@ def residual_question(question: str, evidence: Sequence[Document]) -> str:
     """What the evidence leaves open: the clauses of the question whose keywords it mostly
     lacks (when some clause is answered), else the question's words it lacks; "" when it
     has them all."""
-    present = set(keyword_tokens(" ".join(_text(d) for d in evidence)))
+    clause = open_clause(question, evidence)
+    if clause:
+        return clause
+    present = _present(evidence)
+    missing = [w for w in re.findall(r"[\w'’-]+", question)
+               if (stems := keyword_tokens(w)) and not set(stems) <= present]  # fmt: skip
+    return " ".join(missing)
+
+
+def open_clause(question: str, evidence: Sequence[Document]) -> str:
+    """The clauses the evidence mostly lacks, when it answers another clause of the question
+    ("... gets paged: how quickly must the on-call engineer acknowledge?"); else ""."""
+    present = _present(evidence)
     clauses = [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
     open_clauses = [c for c in clauses if _open_share(c, present) >= OPEN_SHARE]
     if open_clauses and len(open_clauses) < len(clauses):
         return " ".join(open_clauses)
-    missing = [w for w in re.findall(r"[\w'’-]+", question)
-               if (stems := keyword_tokens(w)) and not set(stems) <= present]  # fmt: skip
-    return " ".join(missing)
+    return ""
+
+
+def _present(evidence: Sequence[Document]) -> set[str]:
+    return set(keyword_tokens(" ".join(_text(d) for d in evidence)))
 
 
 def _open_share(clause: str, present: set[str]) -> float:
@@ -88,8 +102,8 @@ def _text(document: Document) -> str:
 def plan_hop(
     retriever: Any, caller: Caller, question: str, evidence: Sequence[Document]
 ) -> HopPlan | None:
-    """The offline hop from this evidence, or None: no graph, nothing left open, or no
-    bridge to a document the evidence lacks."""
+    """The offline hop from this evidence, or None: no graph, nothing left open, or neither a
+    bridge to a document the evidence lacks nor a clause of the question it leaves open."""
     graph_of = getattr(retriever.reader, "graph", None)
     graph = graph_of() if graph_of is not None else None
     if graph is None or graph.entities == 0 or not evidence:
@@ -98,7 +112,7 @@ def plan_hop(
     if not keyword_tokens(residual):
         return None
     entities = bridges(retriever, graph, caller, question, evidence)
-    if not entities:
+    if not entities and not open_clause(question, evidence):
         return None
     return HopPlan(query=f"{' '.join(entities)} {residual}".strip(), entities=entities,
                    residual=residual)  # fmt: skip
@@ -109,7 +123,8 @@ def bridges(
 ) -> list[str]:
     """Names of the entities (document titles) that lead from the evidence, or from the
     question, to visible chunks of documents the evidence does not come from; the rarest
-    and strongest first, at most MAX_BRIDGES."""
+    and strongest first, at most MAX_BRIDGES. Without such a title: the names, codes and
+    phrases of the clause the evidence leaves open that lead there ("customer data")."""
     mask = np.asarray(retriever.mask(caller), dtype=bool)
     df, _, idf = graph.visible_weights(mask, 1.0, HUB_SHARE, HUB_MIN)
     own_rows = np.zeros(len(mask), dtype=bool)
@@ -149,6 +164,12 @@ def bridges(
             continue
         if leads_elsewhere(entity):
             scored[entity] = max(scored.get(entity, 0.0), weight * idf[entity])
+    if not scored:
+        clause = open_clause(question, evidence)
+        hashes = [h for h, _ in question_entity_hashes(clause)] if clause else []
+        for entity in (graph.lookup(hashes) if hashes else own[:0]).tolist():
+            if entity >= 0 and entity not in excluded and leads_elsewhere(entity):
+                scored[entity] = KIND_WEIGHT[graph.kind(entity)] * idf[entity]
     names = graph.names()
     best = sorted(scored, key=lambda e: (-scored[e], names[e]))[:MAX_BRIDGES]
     return [names[e] for e in best]

@@ -539,7 +539,7 @@ class AnswerNodes:
         prompt = prompts.HOP_PROMPT.format(
             question=state.question, sources=format_sources(state.documents)
         )
-        if linked is not None:
+        if linked is not None and linked.entities:
             prompt += prompts.HOP_NEIGHBOURS.format(entities="; ".join(linked.entities))
         response = model.bind_tools([search_documents]).invoke(
             [SystemMessage(prompt)], config=internal_call("plan_hop", trace_metadata(context))
@@ -621,8 +621,7 @@ class AnswerNodes:
         hop_update: dict[str, Any] = {}
         if graph_hop:
             trace["entities"] = list(state.hop_entities)
-            hop_update = {"search_stage": ""} if kept else {"search_stage": "",
-                                                            "hop_entities": []}  # fmt: skip
+            hop_update = {"search_stage": ""}
         if state.strategy == "hop":  # a hop adds to what the first search found
             seen = {d.id for d in state.documents}
             kept = [*state.documents, *(d for d in kept if d.id not in seen)]
@@ -834,8 +833,9 @@ class AnswerNodes:
         embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
         finding = finding or _NO_FINDING
         first = finding.get("first_evidence", len(docs))
-        if finding.get("hop_entities") and 0 < first < len(docs):
-            return hops.hop_answer(question, docs, first, finding["hop_entities"], embeddings)
+        if finding.get("hop_query") and 0 < first < len(docs):
+            bridge = finding.get("hop_entities", [])
+            return hops.hop_answer(question, docs, first, bridge, embeddings)
         return offline.extractive_answer(question, docs, embeddings)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -886,9 +886,9 @@ def _hops(plan: Sequence[PlannedPart], findings: dict[int, Finding]) -> list[Hop
     for part in plan:
         finding = findings.get(part["index"], _NO_FINDING)
         first = finding.get("first_evidence", 0)
-        if finding.get("hop_entities"):
+        if finding.get("hop_query") and 0 < first < len(finding["documents"]):
             added = [str(d.metadata.get("source", "")) for d in finding["documents"][first:]]
-            out.append({"part": part["index"], "entities": list(finding["hop_entities"]),
+            out.append({"part": part["index"], "entities": list(finding.get("hop_entities", [])),
                         "query": finding.get("hop_query", ""),
                         "sources": list(dict.fromkeys(added))})  # fmt: skip
     return out

@@ -145,11 +145,11 @@ class Finding(TypedDict):
     rounds: list[Round]
     hop_entities: NotRequired[list[str]]
     """The entities an offline hop went through to reach documents the first evidence lacked
-    (empty: no hop added any)."""
+    (empty for a hop that searched the clause the evidence left open and found no entity)."""
     hop_query: NotRequired[str]
-    """The hop's search, which its chunks answer (graph/hops.py)."""
+    """The offline hop's search (graph/hops.py); empty when the part made none."""
     first_evidence: NotRequired[int]
-    """How many of `documents` the first search kept; the hop's follow."""
+    """How many of `documents` the first search kept; those after it are the hop's."""
 
 
 class Hop(TypedDict):

@@ -172,3 +172,33 @@ def test_the_residual_question_is_the_clause_the_evidence_leaves_open() -> None:
     assert residual_question("Which team owns a service account?", evidence) == ""
     one_clause = "Where was the owning team of the service account born?"
     assert residual_question(one_clause, evidence) == "born"
+
+
+def test_with_a_model_plan_hop_is_shown_the_graphs_neighbours(handbook_index: Path) -> None:
+    from tests.fakes import prompt_text, role_of
+    from tests.test_agentic import scripted
+
+    model = scripted(
+        {"action": "search", "questions": [{"question": TWO_HOP, "needs_second_search": True}]},
+        relevant={TWO_HOP: "misused"},
+        hop="on-call acknowledge a page",
+    )
+    out = make_graph(chat_model=model).invoke(
+        {"messages": [{"role": "user", "content": TWO_HOP}]},
+        context={"index_dir": str(handbook_index), "user_groups": ["engineering"]},
+    )
+    hop_prompts = [prompt_text(call) for call in model.calls if role_of(call) == "hop"]
+    assert len(hop_prompts) == 1
+    assert "links this evidence to other documents through: On-call." in hop_prompts[0]
+    assert "plan_hop:search" in out["footnote_route"] and out["footnote_searches"] == 2
+
+    everyone = scripted(
+        {"action": "search", "questions": [{"question": TWO_HOP, "needs_second_search": True}]},
+        relevant={TWO_HOP: "misused"},
+    )
+    make_graph(chat_model=everyone).invoke(
+        {"messages": [{"role": "user", "content": TWO_HOP}]},
+        context={"index_dir": str(handbook_index)},
+    )
+    hop_prompts = [prompt_text(call) for call in everyone.calls if role_of(call) == "hop"]
+    assert hop_prompts and "entity graph" not in hop_prompts[0], "oncall.md is engineering's"
