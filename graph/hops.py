@@ -6,7 +6,8 @@ engineer acknowledge?" finds sts.md (the owning team is paged) and misses oncall
 fast a page is acknowledged). Without a model, a hop is planned from two things:
 
 - the **residual question**: the clause of the question the first evidence leaves open (its
-  keywords mostly absent from the kept chunks), else the question's uncovered words;
+  keywords mostly absent from the best document's kept chunks), else the question's
+  uncovered words;
 - the **bridges**: entities the graph links to documents the first evidence lacks, as the
   caller may see them: a document title the first evidence names (a link: "directed by
   Theresa Connelly"), or one the question names ("on-call") that no kept chunk comes from.
@@ -84,6 +85,14 @@ def open_clause(question: str, evidence: Sequence[Document]) -> str:
     return ""
 
 
+def best_document(evidence: Sequence[Document]) -> list[Document]:
+    """The kept chunks of the best-ranked document: what the question is answered from first.
+    The other kept documents are near misses often enough ("Teutberga died ..." beside
+    "Lothair II's mother") that their words must not count as covering the question."""
+    source = evidence[0].metadata.get("source") if evidence else None
+    return [d for d in evidence if d.metadata.get("source") == source]
+
+
 def _present(evidence: Sequence[Document]) -> set[str]:
     return set(keyword_tokens(" ".join(_text(d) for d in evidence)))
 
@@ -108,11 +117,12 @@ def plan_hop(
     graph = graph_of() if graph_of is not None else None
     if graph is None or graph.entities == 0 or not evidence:
         return None
-    residual = residual_question(question, evidence)
+    best = best_document(evidence)
+    residual = residual_question(question, best)
     if not keyword_tokens(residual):
         return None
     entities = bridges(retriever, graph, caller, question, evidence)
-    if not entities and not open_clause(question, evidence):
+    if not entities and not open_clause(question, best):
         return None
     return HopPlan(query=f"{' '.join(entities)} {residual}".strip(), entities=entities,
                    residual=residual)  # fmt: skip
@@ -165,7 +175,7 @@ def bridges(
         if leads_elsewhere(entity):
             scored[entity] = max(scored.get(entity, 0.0), weight * idf[entity])
     if not scored:
-        clause = open_clause(question, evidence)
+        clause = open_clause(question, best_document(evidence))
         hashes = [h for h, _ in question_entity_hashes(clause)] if clause else []
         for entity in (graph.lookup(hashes) if hashes else own[:0]).tolist():
             if entity >= 0 and entity not in excluded and leads_elsewhere(entity):
@@ -187,7 +197,7 @@ def hop_answer(
     document is about the bridge, so its name picks none of them); the two are numbered as
     one list of sources."""
     before = extractive_answer(question, documents[:first], embeddings) if first else ""
-    residual = residual_question(question, documents[:first])
+    residual = residual_question(question, best_document(documents[:first]))
     bridge = set(keyword_tokens(" ".join(entities)))
     asked = [w for w in re.findall(r"[\w'’-]+", residual) if not set(keyword_tokens(w)) & bridge]
     focus = " ".join(asked) if keyword_tokens(" ".join(asked)) else residual or question
