@@ -209,20 +209,3 @@ def hop_answer(
     if after:
         after = re.sub(r"\[(\d+)\]", lambda m: f"[{int(m.group(1)) + first}]", after)
     return " ".join(part for part in (before, after) if part)
-
-
-def clause_answer(question: str, documents: Sequence[Document], embeddings: IndexEmbeddings) -> str:
-    """The extractive answer of a question in clauses ("X gets paged: how quickly must ...?"):
-    each clause's best sentences, so a clause answered by a second document is cited with it
-    (one answer for the whole question keeps to one document unless another comes very
-    close). A question of one clause gets the single answer."""
-    clauses = [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
-    if len(clauses) < 2:
-        return extractive_answer(question, documents, embeddings)
-    pieces: list[tuple[int, int, str]] = []
-    for clause in clauses:
-        for piece in re.findall(r"\S.*?\[\d+\]", extractive_answer(clause, documents, embeddings)):
-            if piece not in [p for _, _, p in pieces]:
-                number = int(re.findall(r"\[(\d+)\]", piece)[-1])
-                pieces.append((number, len(pieces), piece))
-    return " ".join(p for _, _, p in sorted(pieces))

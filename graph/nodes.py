@@ -809,7 +809,7 @@ class AnswerNodes:
         finding: Finding | None = None,
     ) -> str:
         """One part's answer from its own sources, numbered from 1; offline, a part that hopped
-        answers from both steps (hops.hop_answer), a question in clauses clause by clause."""
+        answers from both steps (hops.hop_answer)."""
         if model is not None:
             response = model.invoke(
                 [
@@ -836,7 +836,7 @@ class AnswerNodes:
         if finding.get("hop_query") and 0 < first < len(docs):
             bridge = finding.get("hop_entities", [])
             return hops.hop_answer(question, docs, first, bridge, embeddings)
-        return hops.clause_answer(question, docs, embeddings)
+        return offline.extractive_answer(question, docs, embeddings)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """List the answer's citations and each part's coverage. The answer was checked
