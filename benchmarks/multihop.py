@@ -112,10 +112,10 @@ def agent_sources(index: Any, question: str) -> list[str]:
 
     context = Context(index_dir=str(index), admin=True)
     final: dict[str, Any] = {}
-    for final in graph.stream(
+    for values in graph.stream(
         {"messages": [HumanMessage(question)]}, context=context, stream_mode="values"
     ):
-        pass
+        final = values  # the last values are the turn's end state, findings included
     plan = [p["index"] for p in final.get("plan", [])]
     findings = {f["index"]: f for f in final.get("findings", [])}
     return [
