@@ -162,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3, help="interleaved build pairs")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--reuse", action="store_true",
-                        help="search the index already in --work (no builds, no index figures)")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="search the index already in --work (no builds, no index figures)",
+    )
     args = parser.parse_args(argv)
 
     dataset = copy_dataset(args.dataset, args.work)
