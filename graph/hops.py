@@ -12,9 +12,10 @@ fast a page is acknowledged). Without a model, a hop is planned from two things:
   caller may see them: a document title the first evidence names (a link: "directed by
   Theresa Connelly"), or one the question names ("on-call") that no kept chunk comes from.
 
-No bridge, or nothing left open: no hop, and the part's answer is what it was. Otherwise one
-more search, through the graph stage, for the bridges' names and the residual question; its
-chunks are graded against that hop query and only other documents' chunks are added.
+Nothing left open, or neither a bridge nor an open clause: no hop, and the part's answer is
+what it was. Otherwise one more search, through the graph stage, for the bridges' names and
+the residual question; its chunks are graded against that hop query and only other
+documents' chunks are added.
 
 Every count here is over the caller's visible chunks (the search's own mask), so a bridge is
 never a name found only in a document the caller may not read, and the hop's search applies
