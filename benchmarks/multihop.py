@@ -34,7 +34,9 @@ from footnote.tools.search import run_stage
 HERE = Path(__file__).resolve().parent
 DATASET = HERE.parent.parent.parent / "shared" / "datasets" / "twowiki"
 PASSAGES = 8
-STAGES = ("bm25", "dense", "pipeline", "prf", "graph")
+STAGES = ("bm25", "dense", "pipeline", "prf", "graph", "agent")
+"""Retrieval stages, then `agent`: the passages the answer graph's research gathered for the
+turn (every part's kept chunks, first evidence then hops, in order), offline."""
 
 
 def copy_dataset(dataset: Path, work: Path) -> Path:
@@ -100,6 +102,29 @@ def index_bytes(index: Path) -> tuple[int, int]:
     return total, graph
 
 
+def agent_sources(index: Any, question: str) -> list[str]:
+    """The sources of the chunks the offline answer graph's research kept for the question,
+    in the order the answer numbers them (an admin's turn, like the stages' searches)."""
+    from langchain_core.messages import HumanMessage
+
+    from footnote.graph.context import Context
+    from footnote.graph.graph import graph
+
+    context = Context(index_dir=str(index), admin=True)
+    final: dict[str, Any] = {}
+    for values in graph.stream(
+        {"messages": [HumanMessage(question)]}, context=context, stream_mode="values"
+    ):
+        final = values  # the last values are the turn's end state, findings included
+    plan = [p["index"] for p in final.get("plan", [])]
+    findings = {f["index"]: f for f in final.get("findings", [])}
+    return [
+        str(d.metadata.get("source", ""))
+        for i in plan
+        for d in (findings[i]["documents"] if i in findings else [])
+    ]
+
+
 def solved(stage: str, retriever: Any, prepared: Any, multihop: set[str]) -> dict[str, Any]:
     mask = retriever.mask(Caller(groups=frozenset(), admin=True))
     dataset = prepared.dataset
@@ -107,11 +132,15 @@ def solved(stage: str, retriever: Any, prepared: Any, multihop: set[str]) -> dic
     seconds = []
     for qid, question in dataset.queries.items():
         started = time.perf_counter()
-        hits = run_stage(retriever, question, 4 * PASSAGES, mask, stage)  # type: ignore[arg-type]
+        if stage == "agent":
+            sources = agent_sources(prepared.index_dir, question)
+        else:
+            hits = run_stage(retriever, question, 4 * PASSAGES, mask, stage)  # type: ignore[arg-type]
+            sources = [hit.chunk.source for hit in hits]
         seconds.append(time.perf_counter() - started)
         passages: list[str] = []
-        for hit in hits:
-            doc = prepared.source_to_id.get(hit.chunk.source)
+        for source in sources:
+            doc = prepared.source_to_id.get(source)
             if doc is not None and doc not in passages:
                 passages.append(doc)
         wins[qid] = set(dataset.qrels[qid]) <= set(passages[:PASSAGES])
@@ -133,6 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=3, help="interleaved build pairs")
     parser.add_argument("--stages", default=",".join(STAGES))
     parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="search the index already in --work (no builds, no index figures)",
+    )
     args = parser.parse_args(argv)
 
     dataset = copy_dataset(args.dataset, args.work)
@@ -140,6 +174,18 @@ def main(argv: list[str] | None = None) -> int:
     load_beir(dataset)  # fails early on a malformed dataset
     with_graph, without_graph, cpu_with, cpu_without = [], [], [], []
     prepared = None
+    if args.reuse:
+        from footnote.evaluation.retrieval import CACHE_DIR, PreparedIndex
+
+        prepared = PreparedIndex(
+            dataset=load_beir(dataset), index_dir=args.work / "index-graph",
+            source_to_id=json.loads((dataset / CACHE_DIR / "sources.json").read_text()),
+            summary=None,
+        )  # fmt: skip
+        retriever = get_retriever(prepared.index_dir)
+        results = {s: solved(s, retriever, prepared, multihop) for s in args.stages.split(",")}
+        print(json.dumps({"stages": results}, indent=1))
+        return 0
     for _ in range(max(args.pairs, 1)):
         seconds, cpu, _ = build(dataset, args.work / "index-plain", graph=False)
         without_graph.append(seconds)

@@ -22,7 +22,7 @@ from langgraph.runtime import Runtime
 from langgraph.types import Send
 from pydantic import BaseModel, Field, create_model
 
-from footnote.graph import global_route, grounding, offline, planner, prompts
+from footnote.graph import global_route, grounding, hops, offline, planner, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
 from footnote.graph.grader import offline_grades
@@ -31,13 +31,15 @@ from footnote.graph.state import (
     CLEAR,
     Finding,
     GradedChunk,
+    Hop,
     Part,
     PartState,
     PlannedPart,
     Round,
     State,
 )
-from footnote.graph.tools import SEARCH_CALLS, search_documents
+from footnote.graph.tools import SEARCH_CALLS, run_caller, search_documents
+from footnote.store.types import Caller
 from footnote.tools.documents import Candidate
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.sources import escape_source_text
@@ -186,6 +188,7 @@ class AnswerNodes:
             "footnote_searches": 0,
             "footnote_model_calls": 0,
             "footnote_communities": [],
+            "footnote_hops": [],
             "footnote_notices": CLEAR,
             "footnote_route": [CLEAR, "new_question"],
         }
@@ -231,6 +234,8 @@ class AnswerNodes:
             turn, reply, plan = self._offline_plan(context, state, earlier)
             if turn == "search" and len(plan) == 1 and strategy == "llm_rewrite":
                 plan = [(standalone, strategy, 0)]
+            if self.chat_model(context) is None:  # offline: one hop through the entity graph
+                plan = [(question, how, 1) for question, how, _ in plan]
         else:
             turn, reply = decided.action, decided.reply.strip()
             asked = [q for q in decided.questions if q.question.strip()]
@@ -384,6 +389,9 @@ class AnswerNodes:
                 "searches": final.get("searches", 0),
                 "model_calls": final.get("model_calls", 0),
                 "rounds": list(final.get("rounds", [])),
+                "hop_entities": list(final.get("hop_entities", [])),
+                "hop_query": str(final.get("hop_query", "")),
+                "first_evidence": int(final.get("first_evidence", 0)),
             }
             return {
                 "findings": [finding],
@@ -538,15 +546,19 @@ class AnswerNodes:
         }
 
     def plan_hop(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
-        """Multi-hop (model only): shown the evidence so far, the model may search once more
-        for what it names ("the team that owns billing" -> that team's approver)."""
+        """Multi-hop: shown the evidence so far and the documents the entity graph links it
+        to, the model may search once more for what it names ("the team that owns billing"
+        -> that team's approver). Offline, the graph plans the hop (graph/hops.py)."""
         context = Context.coerce(runtime.context)
         model = self._part_model(context, state)
         if model is None:
-            return {"hops": 0, "route": ["plan_hop:budget"]}
+            return self._graph_hop(context, state, runtime)
+        linked = self._hop_plan(context, state)
         prompt = prompts.HOP_PROMPT.format(
             question=state.question, sources=format_sources(state.documents)
         )
+        if linked is not None and linked.entities:
+            prompt += prompts.HOP_NEIGHBOURS.format(entities="; ".join(linked.entities))
         response = model.bind_tools([search_documents]).invoke(
             [SystemMessage(prompt)], config=internal_call("plan_hop", trace_metadata(context))
         )
@@ -567,6 +579,41 @@ class AnswerNodes:
         update["route"] = ["plan_hop:done"]
         return update
 
+    @staticmethod
+    def _hop_plan(context: Context, state: PartState) -> hops.HopPlan | None:
+        """The graph's hop from the part's evidence, for this run's caller."""
+        groups, admin = run_caller(context)
+        retriever = get_retriever(context.index_dir, context.embeddings)
+        caller = Caller(groups=frozenset(groups), admin=admin)
+        return hops.plan_hop(retriever, caller, state.question, state.documents)
+
+    def _graph_hop(
+        self, context: Context, state: PartState, runtime: Runtime[Context]
+    ) -> dict[str, Any]:
+        """The offline hop: one more search, through the graph stage, for the bridge entities
+        the first evidence (or the question) names and what it left open; within the part's
+        rounds and searches."""
+        if state.attempts >= context.max_retrieval_attempts or state.searches >= state.max_searches:
+            return {"hops": 0, "route": ["plan_hop:budget"]}
+        plan = self._hop_plan(context, state)
+        if plan is None:
+            return {"hops": 0, "route": ["plan_hop:done"]}
+        runtime.stream_writer(
+            {"event": "rewriting", "query": plan.query, "strategy": "hop",
+             "attempt": state.attempts + 1, "entities": plan.entities}
+        )  # fmt: skip
+        return {
+            **self._search_update(state, _search_call(plan.query), "plan_hop:graph"),
+            "hops": state.hops - 1,
+            "strategy": "hop",
+            "query": plan.query,
+            "standalone_question": plan.query,  # the hop's chunks answer the hop's query
+            "search_stage": "graph",
+            "hop_entities": plan.entities,
+            "hop_query": plan.query,
+            "first_evidence": len(state.documents),
+        }
+
     def grade_documents(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
         """Score each retrieved chunk on its own and keep those above the threshold."""
         context = Context.coerce(runtime.context)
@@ -584,7 +631,15 @@ class AnswerNodes:
         kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
         ]
+        graph_hop = state.strategy == "hop" and state.search_stage == "graph"
+        if graph_hop:  # the graph's hop is for the documents the first evidence lacked
+            had = {d.metadata.get("source") for d in state.documents}
+            kept = [d for d in kept if d.metadata.get("source") not in had]
         trace = _round_trace(state, context, candidates, grades, {d.id for d in kept}, method)
+        hop_update: dict[str, Any] = {}
+        if graph_hop:
+            trace["entities"] = list(state.hop_entities)
+            hop_update = {"search_stage": ""}
         if state.strategy == "hop":  # a hop adds to what the first search found
             seen = {d.id for d in state.documents}
             kept = [*state.documents, *(d for d in kept if d.id not in seen)]
@@ -615,6 +670,7 @@ class AnswerNodes:
             "notices": notices,
             "route": [f"grade_documents:{len(kept)}/{len(candidates)}"],
             "rounds": [trace],
+            **hop_update,
         }
 
     def _grade(
@@ -695,7 +751,11 @@ class AnswerNodes:
             if docs:
                 use_model = model is not None and answer_calls < calls_left
                 draft = self._answer_part(
-                    context, part["question"], docs, model if use_model else None
+                    context,
+                    part["question"],
+                    docs,
+                    model if use_model else None,
+                    findings.get(part["index"], _NO_FINDING),
                 )
                 answer_calls += 1 if use_model else 0
                 checked = self._ground(draft, docs, context)
@@ -736,6 +796,7 @@ class AnswerNodes:
         return {
             "messages": [message],
             "documents": [CLEAR, *documents],
+            "footnote_hops": _hops(state.plan, findings),
             "footnote_invalid_citations": invalid,
             "footnote_unsupported_claims": removed,
             "footnote_searches": sum(f["searches"] for f in findings.values()),
@@ -763,8 +824,10 @@ class AnswerNodes:
         question: str,
         docs: Sequence[Document],
         model: BaseChatModel | None,
+        finding: Finding | None = None,
     ) -> str:
-        """One part's answer from its own sources, numbered from 1."""
+        """One part's answer from its own sources, numbered from 1; offline, a part that hopped
+        answers from both steps (hops.hop_answer)."""
         if model is not None:
             response = model.invoke(
                 [
@@ -786,6 +849,11 @@ class AnswerNodes:
             text = text_of(response)
             return "" if text.strip() == prompts.NOT_COVERED else text
         embeddings = get_retriever(context.index_dir, context.embeddings).embeddings
+        finding = finding or _NO_FINDING
+        first = finding.get("first_evidence", len(docs))
+        if finding.get("hop_query") and 0 < first < len(docs):
+            bridge = finding.get("hop_entities", [])
+            return hops.hop_answer(question, docs, first, bridge, embeddings)
         return offline.extractive_answer(question, docs, embeddings)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
@@ -828,6 +896,20 @@ class AnswerNodes:
 
 _NO_FINDING: Finding = {"index": -1, "question": "", "documents": [], "searches": 0,
                         "model_calls": 0, "rounds": []}  # fmt: skip
+
+
+def _hops(plan: Sequence[PlannedPart], findings: dict[int, Finding]) -> list[Hop]:
+    """The parts whose hop through the entity graph added documents, for the answer."""
+    out: list[Hop] = []
+    for part in plan:
+        finding = findings.get(part["index"], _NO_FINDING)
+        first = finding.get("first_evidence", 0)
+        if finding.get("hop_query") and 0 < first < len(finding["documents"]):
+            added = [str(d.metadata.get("source", "")) for d in finding["documents"][first:]]
+            out.append({"part": part["index"], "entities": list(finding.get("hop_entities", [])),
+                        "query": finding.get("hop_query", ""),
+                        "sources": list(dict.fromkeys(added))})  # fmt: skip
+    return out
 
 
 def _round_trace(

@@ -128,3 +128,8 @@ Sources:
 {{sources}}
 
 Question: {{question}}"""
+
+HOP_NEIGHBOURS = """
+
+The team's entity graph links this evidence to other documents through: {entities}. If the \
+question needs one of them, search for it by that name."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, NotRequired, TypeVar
 
 from langchain_core.documents import Document
 from langchain_core.messages import AnyMessage
@@ -87,6 +87,9 @@ class OutputState:
     footnote_communities: list[dict[str, Any]] = field(default_factory=list)
     """A global answer's communities (graph/global_route.py), most relevant first: id,
     score, visible chunks, a few entities, and the documents the answer cites from it."""
+    footnote_hops: list[Hop] = field(default_factory=list)
+    """Parts that followed their first evidence through the entity graph to other documents:
+    the entities they went through (shown in "Why this answer")."""
 
 
 class PlannedPart(TypedDict):
@@ -129,6 +132,9 @@ class Round(TypedDict):
     threshold: float
     keep_k: int
     candidates: list[GradedChunk]
+    entities: NotRequired[list[str]]
+    """For a round searched through the entity graph (an offline hop): the bridge entities
+    it went through."""
 
 
 class Finding(TypedDict):
@@ -140,6 +146,23 @@ class Finding(TypedDict):
     searches: int
     model_calls: int
     rounds: list[Round]
+    hop_entities: NotRequired[list[str]]
+    """The entities an offline hop went through to reach documents the first evidence lacked
+    (empty for a hop that searched the clause the evidence left open and found no entity)."""
+    hop_query: NotRequired[str]
+    """The offline hop's search (graph/hops.py); empty when the part made none."""
+    first_evidence: NotRequired[int]
+    """How many of `documents` the first search kept; those after it are the hop's."""
+
+
+class Hop(TypedDict):
+    """A part's hop through the entity graph, as the answer reports it."""
+
+    part: int
+    entities: list[str]
+    query: str
+    sources: list[str]
+    """The documents the hop added."""
 
 
 @dataclass(kw_only=True)
@@ -197,7 +220,16 @@ class PartState:
     """Retrieval rounds done for this part; bounded by `max_retrieval_attempts` and the
     part's share of the turn's search budget."""
     hops: int = 0
-    """Multi-hop searches still allowed for this part."""
+    """Multi-hop searches still allowed for this part (a model's, or offline the graph's)."""
+    search_stage: str = ""
+    """The stage the next search runs: "" (the pipeline) or "graph" (an offline hop); handed
+    to the search tool, hidden from the model."""
+    hop_entities: list[str] = field(default_factory=list)
+    """The bridge entities an offline hop went through (graph/hops.py)."""
+    hop_query: str = ""
+    """The offline hop's search: the bridges' names and what the first evidence left open."""
+    first_evidence: int = 0
+    """How many of `documents` came before the hop."""
     max_searches: int = 1
     """The part's share of the turn's search budget."""
     max_model_calls: int = 0

@@ -2,9 +2,9 @@
 
 What the tool needs comes in explicitly: the query from the model, the HyDE passage and the
 question its results are graded against from the graph's state (hidden from the model), the
-index from the run's context, and the caller's
-groups from the authenticated user when served or the host's context when embedded (never
-from the model). Its results go to the typed `candidates` field; the tool-call
+index from the run's context, the stage (the graph's, for an offline hop) from the state, and
+the caller's groups from the authenticated user when served or the host's context when
+embedded (never from the model). Its results go to the typed `candidates` field; the tool-call
 traffic stays in the internal `search_calls` channel, out of the conversation.
 """
 
@@ -86,6 +86,7 @@ def search_documents(
     runtime: ToolRuntime,
     hyde_passage: Annotated[str, InjectedState("hyde_passage")] = "",
     question: Annotated[str, InjectedState("standalone_question")] = "",
+    stage: Annotated[str, InjectedState("search_stage")] = "",
 ) -> Command:
     """Search the team's own documents (handbooks, docs, code) for passages about `query`.
 
@@ -100,7 +101,9 @@ def search_documents(
             index_dir=context.index_dir,
             embeddings=context.embeddings,
             k=context.retrieve_k,
-            stage=context.search_stage,  # type: ignore[arg-type]  # checked: SEARCH_STAGES
+            # an offline hop searches through the entity graph; anything else, the stage the
+            # server (or the embedding host) chose, checked against SEARCH_STAGES
+            stage="graph" if stage == "graph" else context.search_stage,  # type: ignore[arg-type]
             user_groups=groups,
             admin=admin,
             extra_texts=[hyde_passage] if hyde_passage else [],

@@ -131,6 +131,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
             "searches": final.get("footnote_searches", 0),
             "model_calls": final.get("footnote_model_calls", 0),
             "communities": final.get("footnote_communities", []),
+            "hops": final.get("footnote_hops", []),
         }
         print(json.dumps(out, indent=2, ensure_ascii=False))
         return 0

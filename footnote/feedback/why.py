@@ -173,22 +173,30 @@ def _part_rounds(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             for name in ("method", "threshold", "keep_k"):
                 if name in round_:
                     entry[name] = round_[name]
+            entities = round_.get("entities")
+            if isinstance(entities, list):  # a hop through the entity graph
+                entry["entities"] = [str(e) for e in entities]
             rounds.append(entry)
     return rounds
 
 
 def _research(findings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """What each part spent: its question, searches and model calls, chunks kept."""
-    return [
-        {
+    """What each part spent: its question, searches and model calls, chunks kept, and the
+    entities a hop through the entity graph went through (when one added documents)."""
+    research = []
+    for f in findings:
+        entry: dict[str, Any] = {
             "part": f.get("index", 0),
             "question": str(f.get("question", "")),
             "searches": f.get("searches", 0),
             "model_calls": f.get("model_calls", 0),
             "kept": len(f.get("documents") or []),
         }
-        for f in findings
-    ]
+        entities = f.get("hop_entities")
+        if isinstance(entities, list) and entities:
+            entry["entities"] = [str(e) for e in entities]
+        research.append(entry)
+    return research
 
 
 def _passages(
@@ -264,7 +272,7 @@ def answer_record(
         "unsupported_claims": list(field(values, "unsupported_claims", []) or []),
     }
     # recorded by newer graphs; shown as they come
-    for extra in ("searches", "parts", "communities"):
+    for extra in ("searches", "parts", "communities", "hops"):
         if (value := field(values, extra)) is not None:
             why[extra] = value
     if findings:

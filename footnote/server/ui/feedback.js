@@ -186,6 +186,15 @@ const SEARCH_STRATEGIES = {
   hop: "searched again for what was missing",
 };
 
+/** The entities a multi-hop answer went through (`footnote_hops`), in words. */
+function describeHops(hops) {
+  return (Array.isArray(hops) ? hops : [])
+    .filter((h) => h && Array.isArray(h.entities) && h.entities.length)
+    .map((h) => `${h.entities.join(", ")}` +
+      ((h.sources || []).length ? ` → ${h.sources.join(", ")}` : ""))
+    .join("; ");
+}
+
 /** A step of the graph's route (`grade_documents:2/8`) in words ("kept 2 of 8 passages"). */
 function describeStep(step) {
   const [name, ...rest] = step.split(":");
@@ -203,6 +212,7 @@ function describeStep(step) {
     case "call_retriever": return "searched the documents";
     case "plan_hop":
       if (detail === "search") return "planned another search";
+      if (detail === "graph") return "followed the entity graph";
       if (detail === "budget") return "stopped: no searches left";
       return "had enough passages";
     case "grade_documents": {
@@ -241,6 +251,7 @@ function renderWhy(panel, data) {
   fact("Steps", route.map(describeStep).join(" → "));
   if (route.length) facts.lastElementChild.title = route.join(" → "); // the graph's own names
   if (typeof why.searches === "number") fact("Searches", String(why.searches));
+  fact("Went through", describeHops(why.hops));
   panel.append(facts);
 
   // Rounds of an agentic turn name their part; older runs' rounds have none.
@@ -263,6 +274,9 @@ function renderWhy(panel, data) {
     const box = el("div", "why-round");
     box.append(el("h5", null, `Search ${count}: “${round.query}”` +
       (round.strategy ? ` (${round.strategy})` : "")));
+    if (Array.isArray(round.entities) && round.entities.length) {
+      box.append(el("p", "why-entities", `Through the entity graph: ${round.entities.join(", ")}`));
+    }
     if (typeof round.threshold === "number") {
       box.append(el("p", "hint", `Graded ${round.method || ""}; kept at ${round.threshold.toFixed(2)} or above, ` +
         `at most ${round.keep_k}.`));

@@ -1,0 +1,102 @@
+"""Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
+
+    python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core] [--json]
+
+The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
+team, channel, system or environment named inside the text, not by a title. Each is asked
+as `footnote ask` asks it (the exported answer graph, offline, the question's groups), and
+counts when the answer's citations include both gold documents. The handbook is
+samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data (their gold
+are passage ids), indexed under --work so the data stays untouched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+QUESTIONS = HERE / "questions" / "multihop_team.json"
+HANDBOOK = HERE.parent / "samples" / "handbook"
+
+
+def index_for(corpus: str, work: Path) -> tuple[Path, dict[str, str]]:
+    """The index of a corpus and the map from chunk sources to gold ids."""
+    if corpus == "handbook":
+        from footnote.ingest.pipeline import ingest
+
+        index = work / "handbook-index"
+        ingest([HANDBOOK], index)
+        return index, {}
+    from footnote.evaluation.retrieval import prepare_index
+
+    prepared = prepare_index(
+        HERE / "data" / corpus, work / f"{corpus}-index", workspace=work / corpus
+    )
+    return Path(prepared.index_dir), prepared.source_to_id
+
+
+def answer(index: Path, question: str, groups: list[str]) -> dict[str, Any]:
+    from langchain_core.messages import HumanMessage
+
+    from footnote.graph.context import Context
+    from footnote.graph.graph import graph
+
+    context = Context(index_dir=str(index), user_groups=groups)
+    return graph.invoke({"messages": [HumanMessage(question)]}, context=context)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
+    parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args(argv)
+    wanted = args.corpora.split(",")
+    questions = [q for q in json.loads(QUESTIONS.read_text())["questions"]
+                 if q["corpus"] in wanted]  # fmt: skip
+    args.work.mkdir(parents=True, exist_ok=True)
+    indexes = {c: index_for(c, args.work) for c in dict.fromkeys(q["corpus"] for q in questions)}
+    rows = []
+    for q in questions:
+        index, to_id = indexes[q["corpus"]]
+        started = time.perf_counter()
+        out = answer(index, q["question"], q.get("groups", ["everyone"]))
+        cited = [to_id.get(c["source"], c["source"]) for c in out.get("citations", [])]
+        rows.append(
+            {
+                "corpus": q["corpus"],
+                "question": q["question"],
+                "both": set(q["gold"]) <= set(cited),
+                "cited": list(dict.fromkeys(cited)),
+                "hops": out.get("footnote_hops", []),
+                "searches": out.get("footnote_searches", 0),
+                "seconds": round(time.perf_counter() - started, 2),
+            }
+        )
+    by_corpus = {
+        c: sum(r["both"] for r in rows if r["corpus"] == c)
+        / max(1, sum(r["corpus"] == c for r in rows))
+        for c in indexes
+    }
+    report = {
+        "both_cited": sum(r["both"] for r in rows) / max(1, len(rows)),
+        "questions": len(rows),
+        "by_corpus": by_corpus,
+        "rows": rows,
+    }
+    if args.json:
+        print(json.dumps(report, indent=1, ensure_ascii=False))
+        return 0
+    for r in rows:
+        print(f"{'both' if r['both'] else 'ONE ':5} {r['corpus']:10} {r['question'][:70]}")
+    print(f"both documents cited: {report['both_cited']:.2f} of {len(rows)}; {by_corpus}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
