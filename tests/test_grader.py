@@ -60,8 +60,8 @@ def test_shipped_file_is_plain_json_and_loads_without_pickle(
     assert 0 < model.threshold < 1
     assert all(w >= 0 for w in model.weights)
     # where and how it was fitted travels with the numbers
-    assert model.fit["fitted_on"] == "handbook"
-    assert model.fit["checked_on"] == "pyfaq-core"
+    assert model.fit["fitted_on"] == "pyfaq-core+handbook"
+    assert model.fit["checked_on"] == "debfaq"
     assert model.require_names  # the near miss that shares a topic, not the name
     assert "benchmarks/fit_grader.py" in model.fit["command"]
 
