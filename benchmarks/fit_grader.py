@@ -17,7 +17,10 @@ same treatment, so the two are compared at equal wrong-abstention on dev.
         --check benchmarks/data/debfaq [--max-abstain 0.05] [--features dense,coverage] \\
         [--whole-graph] [--write FILE] [--rows CACHE.json]
 
---features picks among FEATURES (default: similarity and coverage, the shipped model's).
+--search --handbook --min-near-miss SHARE is the shipped fit: a question-level search over the
+handbook set and the dev corpus's answerable questions together (`constrained_search`).
+--features picks among FEATURES (for the per-chunk logistic fit; default: similarity and
+coverage).
 --rows caches the collected candidates in a file and reads them back on the next run.
 --whole-graph also runs the whole answer graph (`footnote eval --answers`) on both corpora
 with each offline grader (the Context's `offline_grader`). --write saves the fitted model as
