@@ -13,6 +13,7 @@ For every query the whole answer graph runs (offline default, or --model). Repor
 
     python benchmarks/build_pyfaq.py
     python benchmarks/answer_quality.py benchmarks/data/pyfaq [--model provider:model] [--json]
+        [--limit N] [--offline-grader linear|calibrated]
 """
 
 from __future__ import annotations
@@ -74,11 +75,15 @@ def final_state(graph: Any, question: str, context: dict[str, Any]) -> dict[str,
     return final
 
 
-def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]:
+def evaluate(
+    dataset_dir: Path, model: str, limit: int | None, offline_grader: str = ""
+) -> dict[str, Any]:
     prepared = prepare_index(dataset_dir)
     dataset = prepared.dataset
     graph = make_graph()
     context = {"index_dir": str(prepared.index_dir), "model": model}
+    if offline_grader:
+        context["offline_grader"] = offline_grader
     queries = sorted(dataset.queries.items())[: limit or None]
     rows = []
     grader_points: list[list[tuple[float, bool]]] = []
@@ -126,6 +131,7 @@ def evaluate(dataset_dir: Path, model: str, limit: int | None) -> dict[str, Any]
     return {
         "dataset": dataset.name,
         "model": model or "offline (extractive)",
+        "offline_grader": offline_grader or "default",
         "queries": total,
         "answer": {
             "first_citation_is_gold": sum(r["first_cited_gold"] for r in rows) / total,
@@ -220,9 +226,10 @@ def main() -> int:
     parser.add_argument("dataset", type=Path, help="BEIR dataset directory (e.g. pyfaq)")
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--limit", type=int, default=0, help="only the first N queries")
+    parser.add_argument("--offline-grader", default="", help="calibrated or linear")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    result = evaluate(args.dataset, args.model, args.limit)
+    result = evaluate(args.dataset, args.model, args.limit, args.offline_grader)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0
 

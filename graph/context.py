@@ -106,9 +106,10 @@ class Context:
         metadata={
             "description": "How chunks are graded without a model (and when a model's grades "
             "are unusable): 'linear' (0.6 x similarity + 0.4 x keyword coverage) or "
-            "'calibrated' (a logistic regression over the same evidence, fitted on pyfaq-core; "
-            "footnote/graph/grader.json). The calibrated one abstains more on the dev corpus "
-            "but wrongly abstains more on the check corpus (docs/evaluation.md)."
+            "'calibrated' (similarity plus keyword coverage, with a veto on chunks that lack "
+            "the question's names, fitted on the handbook set and pyfaq-core; "
+            "footnote/graph/grader.json). The calibrated one answers more paraphrases but "
+            "cites the gold section less often on pyfaq-core and debfaq (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

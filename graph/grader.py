@@ -34,11 +34,12 @@ from footnote.tools.documents import linear_score as linear_score
 OfflineGrader = Literal["calibrated", "linear"]
 OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear")
 DEFAULT_OFFLINE_GRADER: OfflineGrader = "linear"
-"""The calibrated model reads the question as well as the scores and answers twice as many
-paraphrased handbook questions at about the same near-miss abstention, but it was fitted on
-that set and on pyfaq-core it cites gold less often and wrongly abstains more (0.117 against
-0.033; docs/evaluation.md, "Calibrated on paraphrases and near misses"), so it is not the
-default."""
+"""The calibrated model (fitted on the handbook set and pyfaq-core together, checked on
+debfaq) answers half again as many paraphrased handbook questions at the same near-miss
+abstention and wrongly abstains less on all three corpora, but it cites the gold section less
+often on pyfaq-core and debfaq and answers more of the handbook questions asked of the Python
+docs (docs/evaluation.md, "Calibrated on paraphrases and near misses"). Not better on every
+corpus, so it is not the default."""
 
 FEATURES = (
     "dense",

@@ -80,14 +80,17 @@ def extractive_answer(
     *,
     max_sentences: int = 3,
     same_source_floor: float = 0.6,
-    other_source_floor: float = 0.9,
+    other_source_floor: float = 0.75,
 ) -> str:
     """Pick the sentences that best answer the question, each cited with its source number.
 
-    Sentences are scored by embedding similarity to the question plus keyword overlap. The
-    best sentence is kept, with those of its own source that come close (the sentences around
-    an answer usually qualify it: a grace period, an exception); another source must come
-    very close to be added. They are printed in source order, as the documents say them.
+    Sentences are scored by embedding similarity to the question (each sentence embedded
+    under its section heading: "Troubleshooting: If the profile has expired, ..." says what
+    the sentence is about, as the chunk's own embedding does) plus keyword overlap. The best
+    sentence is kept, with those of its own source that come close (the sentences around an
+    answer usually qualify it: a grace period, an exception); another source must come close
+    (`other_source_floor` of the best score) to be added. They are printed in source order,
+    as the documents say them.
     """
     candidates: list[tuple[int, int, str]] = []
     for number, doc in enumerate(documents, 1):
@@ -99,7 +102,9 @@ def extractive_answer(
                 candidates.append((number, position, sentence))
     if not candidates:
         return ""
-    vectors = embeddings.embed_array([sentence for _, _, sentence in candidates])
+    vectors = embeddings.embed_array(
+        [_under_heading(documents[number - 1], sentence) for number, _, sentence in candidates]
+    )
     similarity = vectors @ embeddings.embed_array([question])[0]
     asked = set(keyword_tokens(question))
     overlap = np.array(
@@ -125,6 +130,11 @@ def extractive_answer(
     chosen += _continuations(chosen, candidates)
     chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
     return " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)
+
+
+def _under_heading(document: Document, sentence: str) -> str:
+    section = str(document.metadata.get("section") or "").strip()
+    return f"{section}: {sentence}" if section else sentence
 
 
 def _continuations(chosen: list[int], candidates: list[tuple[int, int, str]]) -> list[int]:

@@ -60,8 +60,8 @@ def test_shipped_file_is_plain_json_and_loads_without_pickle(
     assert 0 < model.threshold < 1
     assert all(w >= 0 for w in model.weights)
     # where and how it was fitted travels with the numbers
-    assert model.fit["fitted_on"] == "handbook"
-    assert model.fit["checked_on"] == "pyfaq-core"
+    assert model.fit["fitted_on"] == "pyfaq-core+handbook"
+    assert model.fit["checked_on"] == "debfaq"
     assert model.require_names  # the near miss that shares a topic, not the name
     assert "benchmarks/fit_grader.py" in model.fit["command"]
 
@@ -323,3 +323,53 @@ def test_the_extractive_answer_prefers_the_kind_of_sentence_asked_for(
     from footnote.graph.offline import answers_the_kind
 
     assert answers_the_kind(question, sentence) == expected
+
+
+# ---------------------------------------------------------------- the named failures of issue 30
+
+
+@pytest.mark.parametrize(
+    ("question", "gold", "fact"),
+    [
+        # answered with "The VPN is required for the staging environment", not how to connect
+        ("How do I get on the VPN?", "vpn.md", "WireGuard"),
+        # the answering sentence sits under the Troubleshooting heading of the second chunk
+        ("My VPN config is too old, what now?", "vpn.md", "download a new one"),
+    ],
+)
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
+def test_the_answer_is_the_sentence_that_answers(
+    handbook_index: Path, question: str, gold: str, fact: str, offline_grader: str
+) -> None:
+    out = ask(question, handbook_index, offline_grader=offline_grader)
+    assert fact in out["messages"][-1].content
+    assert [c["source"] for c in out["citations"]][:1] == [gold]
+
+
+def test_the_calibrated_grader_answers_the_taxi_question(handbook_index: Path) -> None:
+    """Abstained on (by the linear default too) while `footnote search` ranks expenses.md
+    first; the calibrated grader weighs keyword coverage as much as similarity."""
+    out = ask("How do I expense a taxi?", handbook_index, offline_grader="calibrated")
+    assert "finance portal" in out["messages"][-1].content
+    assert [c["source"] for c in out["citations"]][:1] == ["expenses.md"]
+
+
+@pytest.mark.parametrize(
+    ("offline_grader", "abstains"), [("calibrated", True), ("linear", False)]
+)
+def test_the_strict_groups_near_miss(
+    handbook_index: Path, offline_grader: str, abstains: bool
+) -> None:
+    """As an engineer in strict scope keys.md is out of reach; the on-call *rotation* shares
+    the topic word, not the question's name ("API key"): the calibrated grader's
+    require_names abstains, the linear default still answers from the rotation."""
+    out = ask(
+        "How often must I rotate my API key?",
+        handbook_index,
+        offline_grader=offline_grader,
+        user_groups=["engineering"],
+        strict_groups=True,
+    )
+    assert all(c["document"].metadata["source"] == "oncall.md" for c in out["candidates"])
+    assert (out["messages"][-1].content == NOT_COVERED) == abstains
+    assert (out["citations"] == []) == abstains
