@@ -26,6 +26,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sqlite3
 import sys
 import time
 import warnings
@@ -39,6 +40,7 @@ from footnote.ingest.context import ContextSettings
 from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.pipeline import update_index
 from footnote.ingest.roots import SourceRoot
+from footnote.store.embedding_cache import CACHE_FILE
 from footnote.tools.retrieval import Retriever
 from footnote.tools.stages import STAGES
 
@@ -53,8 +55,15 @@ VARIANTS: dict[str, ContextSettings] = {
     "offline-terms": ContextSettings(
         kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8
     ),
+    "offline-keywords": ContextSettings(kind="offline", fields="keywords"),
+    "neighbours-keywords": ContextSettings(kind="offline", summary_sentences=0, fields="keywords"),
+    "summary-keywords": ContextSettings(kind="offline", neighbour_terms=0, fields="keywords"),
+    "terms-keywords": ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8, fields="keywords"
+    ),
 }
-"""`offline` is what `--context offline` builds; the others take it apart."""
+"""`offline` is what `--context offline` builds; the others take it apart, and the
+`-keywords` ones put the context in BM25 only (their vectors are those of `none`)."""
 
 
 SMOLLM2 = ContextSettings(kind="model", model="openai:smollm2")
@@ -116,6 +125,8 @@ def ingest_variant(
     )
     if fresh and index.exists():
         shutil.rmtree(index)
+    elif not index.exists():
+        seed_cache(index)
     root = SourceRoot(id=candidates[0].root, kind="documents", label="bench")
     started = time.perf_counter()
     summary = update_index(
@@ -131,6 +142,23 @@ def ingest_variant(
         "ingest_seconds": round(seconds, 1),
         **({"context_model": summary.context.to_dict()} if summary.context else {}),
     }
+
+
+def seed_cache(index: Path) -> None:
+    """A new variant's index starts with the vectors its siblings already embedded (the
+    embedding cache is keyed by exact text), so only texts no variant made are embedded;
+    `--fresh` skips this to time a whole ingest."""
+    siblings = [p / CACHE_FILE for p in index.parent.glob("*") if (p / CACHE_FILE).is_file()]
+    if not siblings:
+        return
+    index.mkdir(parents=True)
+    shutil.copyfile(siblings[0], index / CACHE_FILE)
+    with sqlite3.connect(index / CACHE_FILE) as db:
+        for other in siblings[1:]:
+            db.execute("ATTACH DATABASE ? AS other", (str(other),))
+            db.execute("INSERT OR IGNORE INTO entries SELECT * FROM other.entries")
+            db.commit()
+            db.execute("DETACH DATABASE other")
 
 
 def measure(

@@ -28,6 +28,8 @@ from footnote.store.types import IndexMismatch
 
 ContextKind = Literal["none", "offline", "model"]
 KINDS: tuple[ContextKind, ...] = ("none", "offline", "model")
+ContextFields = Literal["both", "keywords"]
+FIELDS: tuple[ContextFields, ...] = ("both", "keywords")
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*[A-Za-z0-9]|[A-Za-z]")
 _MIN_SENTENCE_WORDS = 5
@@ -49,6 +51,9 @@ class ContextSettings:
     """Key terms taken from each neighbouring chunk (before and after)."""
     document_terms: int = 0
     """Key terms of the whole document (its most spread-out words)."""
+    fields: ContextFields = "both"
+    """Where the context goes: `both` (embedded and keyword-indexed, Anthropic's recipe) or
+    `keywords` (BM25 only; the vectors are those of no context, so the cache serves them)."""
     method: int = 1
     """Bumped when the algorithm changes, so an index built by an older one is redone."""
 
@@ -91,6 +96,7 @@ def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
         raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}") from exc
     if (
         settings.kind not in KINDS
+        or settings.fields not in FIELDS
         or not isinstance(settings.model, str)
         or (settings.kind == "model") != bool(settings.model)
     ) or not all(
