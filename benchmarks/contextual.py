@@ -61,6 +61,13 @@ VARIANTS: dict[str, ContextSettings] = {
     "terms-keywords": ContextSettings(
         kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8, fields="keywords"
     ),
+    "short-summary-keywords": ContextSettings(
+        kind="offline", neighbour_terms=0, summary_max_chunks=8, fields="keywords"
+    ),
+    "chunk-specific-keywords": ContextSettings(
+        kind="offline", summary_max_chunks=8, new_terms_only=True, fields="keywords"
+    ),
+    "chunk-specific": ContextSettings(kind="offline", summary_max_chunks=8, new_terms_only=True),
 }
 """`offline` is what `--context offline` builds; the others take it apart, and the
 `-keywords` ones put the context in BM25 only (their vectors are those of `none`)."""
