@@ -217,19 +217,30 @@ def table(result: dict[str, Any]) -> str:
     ]
     for stage in result["stages"]:
         for variant in variants:
+            if stage not in result["variants"][variant]["stages"]:
+                continue
             s = result["variants"][variant]["stages"][stage]
             cut = ""
-            if base is not None and variant != "none":
+            if base is not None and variant != "none" and stage in base["stages"]:
                 before = base["stages"][stage]["failure@20"]
                 cut = f"{(before - s['failure@20']) / before:.0%}" if before else ""
             lines.append(
                 f"| {stage} | {variant} | {s['mrr@10']:.3f} | {s['recall@10']:.3f} | "
                 f"{s['failure@20']:.3f} | {cut} |"
             )
-    lines += ["", "| context | chunks | ingest s (embedding everything) |", "|---|---:|---:|"]
+    lines += [
+        "",
+        "| context | chunks | texts embedded | ingest s | model requests | model tokens in / out |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for variant in variants:
         v = result["variants"][variant]["ingest"]
-        lines.append(f"| {variant} | {v['chunks']} | {v['ingest_seconds']} |")
+        used = v.get("context_model") or {}
+        tokens = f"{used['input_tokens']} / {used['output_tokens']}" if used else "0"
+        lines.append(
+            f"| {variant} | {v['chunks']} | {v['embedded_texts']} | {v['ingest_seconds']} | "
+            f"{used.get('requests', 0)} | {tokens} |"
+        )
     return "\n".join(lines)
 
 
@@ -271,7 +282,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.tables:
             for result in json.loads(path.read_text(encoding="utf-8")):
                 into = merged.setdefault(result["dataset"], {**result, "variants": {}})
-                into["variants"].update(result["variants"])
+                into["stages"] = [s for s in STAGES if s in {*into["stages"], *result["stages"]}]
+                for name, variant in result["variants"].items():
+                    # A variant measured again for more stages keeps its first ingest.
+                    known = into["variants"].setdefault(name, variant)
+                    known["stages"] = {**variant["stages"], **known["stages"]}
         for result in merged.values():
             order = ["none", *(v for v in result["variants"] if v != "none")]
             found = result["variants"]
