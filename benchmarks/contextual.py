@@ -13,7 +13,8 @@ with no headings (the builders strip them, since an FAQ heading is its own query
 page title as the title. Without context a chunk's embedded text is then exactly what
 `footnote eval` embeds (title, then text); each variant differs only in the context
 (`ingest.context`). Every variant is ingested into its own index in the dataset folder
-(`.footnote-contextual/VARIANT`, cached: a second run re-embeds nothing), timed, then every
+(`.footnote-contextual/VARIANT`, cached: a second run re-embeds nothing; a new one starts
+with the vectors its siblings embedded, so a BM25-only variant embeds nothing), timed, then every
 retrieval stage is run over every judged query and scored with ranx: MRR@10, recall@10 and
 the top-20 failure rate (1 - recall@20), Anthropic's measure. A passage ranks where its
 best chunk ranks.
