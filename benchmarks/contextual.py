@@ -313,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         # outline and the chunk's neighbours.
         os.environ.setdefault("FOOTNOTE_CONTEXT_DOCUMENT_CHARS", "8000")
         os.environ.setdefault("FOOTNOTE_EMBED_CONCURRENCY", "1")
+        # Under load one SmolLM2 reply has taken longer than the provider default timeout.
+        os.environ.setdefault("FOOTNOTE_EMBED_TIMEOUT", "600")
         VARIANTS["smollm2"] = SMOLLM2
         args.variants.append("smollm2")
     try:
