@@ -13,7 +13,8 @@ with no headings (the builders strip them, since an FAQ heading is its own query
 page title as the title. Without context a chunk's embedded text is then exactly what
 `footnote eval` embeds (title, then text); each variant differs only in the context
 (`ingest.context`). Every variant is ingested into its own index in the dataset folder
-(`.footnote-contextual/VARIANT`, cached: a second run re-embeds nothing), timed, then every
+(`.footnote-contextual/VARIANT`, cached: a second run re-embeds nothing; a new one starts
+with the vectors its siblings embedded, so a BM25-only variant embeds nothing), timed, then every
 retrieval stage is run over every judged query and scored with ranx: MRR@10, recall@10 and
 the top-20 failure rate (1 - recall@20), Anthropic's measure. A passage ranks where its
 best chunk ranks.
@@ -26,6 +27,7 @@ import dataclasses
 import json
 import os
 import shutil
+import sqlite3
 import sys
 import time
 import warnings
@@ -37,8 +39,9 @@ from footnote.evaluation.retrieval import default_runners, load_beir
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.context import ContextSettings
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.pipeline import update_index
+from footnote.ingest.pipeline import DEFAULT_MAX_SECONDS, update_index
 from footnote.ingest.roots import SourceRoot
+from footnote.store.embedding_cache import CACHE_FILE
 from footnote.tools.retrieval import Retriever
 from footnote.tools.stages import STAGES
 
@@ -53,10 +56,26 @@ VARIANTS: dict[str, ContextSettings] = {
     "offline-terms": ContextSettings(
         kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8
     ),
+    "offline-keywords": ContextSettings(kind="offline", fields="keywords"),
+    "neighbours-keywords": ContextSettings(kind="offline", summary_sentences=0, fields="keywords"),
+    "summary-keywords": ContextSettings(kind="offline", neighbour_terms=0, fields="keywords"),
+    "terms-keywords": ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, document_terms=8, fields="keywords"
+    ),
+    "short-summary-keywords": ContextSettings(
+        kind="offline", neighbour_terms=0, summary_max_chunks=8, fields="keywords"
+    ),
+    "chunk-specific-keywords": ContextSettings(
+        kind="offline", summary_max_chunks=8, new_terms_only=True, fields="keywords"
+    ),
+    "chunk-specific": ContextSettings(kind="offline", summary_max_chunks=8, new_terms_only=True),
 }
-"""`offline` is what `--context offline` builds; the others take it apart."""
+"""`offline` is what `--context offline` builds; the others take it apart, and the
+`-keywords` ones put the context in BM25 only (their vectors are those of `none`)."""
 
 
+MODEL_SECONDS = 3600.0
+"""A page's time budget when a model writes its contexts (SmolLM2 on two shared cores)."""
 SMOLLM2 = ContextSettings(kind="model", model="openai:smollm2")
 """The real local model of the test set-up (tests/llama_server.py), on a sample (--sample-pages)."""
 
@@ -116,10 +135,18 @@ def ingest_variant(
     )
     if fresh and index.exists():
         shutil.rmtree(index)
+    elif not index.exists():
+        seed_cache(index)
     root = SourceRoot(id=candidates[0].root, kind="documents", label="bench")
     started = time.perf_counter()
+    # A slow local model writes a page's contexts for longer than a file's ingest budget.
+    budget = MODEL_SECONDS if VARIANTS[variant].kind == "model" else DEFAULT_MAX_SECONDS
     summary = update_index(
-        index, [root], documents={root.id: candidates}, context=VARIANTS[variant]
+        index,
+        [root],
+        documents={root.id: candidates},
+        context=VARIANTS[variant],
+        max_seconds=budget,
     )
     seconds = time.perf_counter() - started
     if summary.failed:
@@ -131,6 +158,23 @@ def ingest_variant(
         "ingest_seconds": round(seconds, 1),
         **({"context_model": summary.context.to_dict()} if summary.context else {}),
     }
+
+
+def seed_cache(index: Path) -> None:
+    """A new variant's index starts with the vectors its siblings already embedded (the
+    embedding cache is keyed by exact text), so only texts no variant made are embedded;
+    `--fresh` skips this to time a whole ingest."""
+    siblings = [p / CACHE_FILE for p in index.parent.glob("*") if (p / CACHE_FILE).is_file()]
+    if not siblings:
+        return
+    index.mkdir(parents=True)
+    shutil.copyfile(siblings[0], index / CACHE_FILE)
+    with sqlite3.connect(index / CACHE_FILE) as db:
+        for other in siblings[1:]:
+            db.execute("ATTACH DATABASE ? AS other", (str(other),))
+            db.execute("INSERT OR IGNORE INTO entries SELECT * FROM other.entries")
+            db.commit()
+            db.execute("DETACH DATABASE other")
 
 
 def measure(
@@ -182,19 +226,30 @@ def table(result: dict[str, Any]) -> str:
     ]
     for stage in result["stages"]:
         for variant in variants:
+            if stage not in result["variants"][variant]["stages"]:
+                continue
             s = result["variants"][variant]["stages"][stage]
             cut = ""
-            if base is not None and variant != "none":
+            if base is not None and variant != "none" and stage in base["stages"]:
                 before = base["stages"][stage]["failure@20"]
                 cut = f"{(before - s['failure@20']) / before:.0%}" if before else ""
             lines.append(
                 f"| {stage} | {variant} | {s['mrr@10']:.3f} | {s['recall@10']:.3f} | "
                 f"{s['failure@20']:.3f} | {cut} |"
             )
-    lines += ["", "| context | chunks | ingest s (embedding everything) |", "|---|---:|---:|"]
+    lines += [
+        "",
+        "| context | chunks | texts embedded | ingest s | model requests | model tokens in / out |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for variant in variants:
         v = result["variants"][variant]["ingest"]
-        lines.append(f"| {variant} | {v['chunks']} | {v['ingest_seconds']} |")
+        used = v.get("context_model") or {}
+        tokens = f"{used['input_tokens']} / {used['output_tokens']}" if used else "0"
+        lines.append(
+            f"| {variant} | {v['chunks']} | {v['embedded_texts']} | {v['ingest_seconds']} | "
+            f"{used.get('requests', 0)} | {tokens} |"
+        )
     return "\n".join(lines)
 
 
@@ -236,7 +291,11 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.tables:
             for result in json.loads(path.read_text(encoding="utf-8")):
                 into = merged.setdefault(result["dataset"], {**result, "variants": {}})
-                into["variants"].update(result["variants"])
+                into["stages"] = [s for s in STAGES if s in {*into["stages"], *result["stages"]}]
+                for name, variant in result["variants"].items():
+                    # A variant measured again for more stages keeps its first ingest.
+                    known = into["variants"].setdefault(name, variant)
+                    known["stages"] = {**variant["stages"], **known["stages"]}
         for result in merged.values():
             order = ["none", *(v for v in result["variants"] if v != "none")]
             found = result["variants"]
@@ -254,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         # outline and the chunk's neighbours.
         os.environ.setdefault("FOOTNOTE_CONTEXT_DOCUMENT_CHARS", "8000")
         os.environ.setdefault("FOOTNOTE_EMBED_CONCURRENCY", "1")
+        # Under load one SmolLM2 reply has taken longer than the provider default timeout.
+        os.environ.setdefault("FOOTNOTE_EMBED_TIMEOUT", "600")
         VARIANTS["smollm2"] = SMOLLM2
         args.variants.append("smollm2")
     try:

@@ -28,6 +28,8 @@ from footnote.store.types import IndexMismatch
 
 ContextKind = Literal["none", "offline", "model"]
 KINDS: tuple[ContextKind, ...] = ("none", "offline", "model")
+ContextFields = Literal["both", "keywords"]
+FIELDS: tuple[ContextFields, ...] = ("both", "keywords")
 
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9_.+-]*[A-Za-z0-9]|[A-Za-z]")
 _MIN_SENTENCE_WORDS = 5
@@ -49,6 +51,15 @@ class ContextSettings:
     """Key terms taken from each neighbouring chunk (before and after)."""
     document_terms: int = 0
     """Key terms of the whole document (its most spread-out words)."""
+    summary_max_chunks: int = 0
+    """Only a document of at most this many chunks gets the summary (0: every one): a long
+    page's summary is shared by dozens of chunks and tells none of them apart."""
+    new_terms_only: bool = False
+    """Neighbours' key terms the chunk itself already holds are left out, so the context
+    only adds words (BM25 gains nothing from repeating the chunk's own)."""
+    fields: ContextFields = "both"
+    """Where the context goes: `both` (embedded and keyword-indexed, Anthropic's recipe) or
+    `keywords` (BM25 only; the vectors are those of no context, so the cache serves them)."""
     method: int = 1
     """Bumped when the algorithm changes, so an index built by an older one is redone."""
 
@@ -89,14 +100,16 @@ def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
         settings = ContextSettings(**known)
     except (TypeError, KeyError) as exc:
         raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}") from exc
-    if (
-        settings.kind not in KINDS
-        or not isinstance(settings.model, str)
-        or (settings.kind == "model") != bool(settings.model)
-    ) or not all(
-        isinstance(getattr(settings, n), int) and not isinstance(getattr(settings, n), bool)
-        for n in ("summary_sentences", "neighbour_terms", "document_terms", "method")
-    ):
+    counts = ("summary_sentences", "neighbour_terms", "document_terms", "summary_max_chunks")
+    well_formed = (
+        settings.kind in KINDS
+        and settings.fields in FIELDS
+        and isinstance(settings.model, str)
+        and (settings.kind == "model") == bool(settings.model)
+        and all(type(getattr(settings, n)) is int for n in (*counts, "method"))
+        and type(settings.new_terms_only) is bool
+    )
+    if not well_formed:
         raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}")
     return settings
 
@@ -123,7 +136,8 @@ def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) 
         return [None] * len(texts)
     chunk_words = [_content_words(text) for text in texts]
     spread = Counter(w for words in chunk_words for w in set(words))
-    summary = _summary(texts, spread, settings.summary_sentences)
+    long = 0 < settings.summary_max_chunks < len(texts)
+    summary = "" if long else _summary(texts, spread, settings.summary_sentences)
     key_terms = _document_terms(spread, len(texts), settings.document_terms)
     out: list[str | None] = []
     for i in range(len(texts)):
@@ -135,7 +149,8 @@ def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) 
             for j in (i - 1, i + 1)
             if 0 <= j < len(texts)
         ]
-        terms = list(dict.fromkeys(t for group in near for t in group))
+        own = set(chunk_words[i]) if settings.new_terms_only else set()
+        terms = list(dict.fromkeys(t for group in near for t in group if t not in own))
         if terms:
             parts.append(f"Nearby: {', '.join(terms)}.")
         out.append(" ".join(parts) or None)

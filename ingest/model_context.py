@@ -50,7 +50,8 @@ MAX_DOCUMENT_CHARS = 60_000
 ($FOOTNOTE_CONTEXT_DOCUMENT_CHARS for a model that reads less)."""
 MAX_CONTEXT_CHARS = 600
 COST_ENV = "FOOTNOTE_CONTEXT_COST"
-"""`INPUT,OUTPUT[,CACHED]`: dollars per million tokens, so ingest can report a cost."""
+"""`INPUT,OUTPUT[,CACHE_READ[,CACHE_WRITE]]`: dollars per million tokens, so ingest can
+report a cost (Anthropic charges a cache write above its input price)."""
 
 
 class ContextFailed(IndexError_):
@@ -68,6 +69,8 @@ class ContextUsage:
     output_tokens: int = 0
     cache_read_tokens: int = 0
     """Input tokens the provider's prompt cache served (cheaper, where it says so)."""
+    cache_write_tokens: int = 0
+    """Input tokens written to the provider's prompt cache (Anthropic reports them)."""
 
     def cost_usd(self) -> float | None:
         """From $FOOTNOTE_CONTEXT_COST; None when prices are not given."""
@@ -76,10 +79,12 @@ class ContextUsage:
             return None
         input_price, output_price = float(prices[0]), float(prices[1])
         cached_price = float(prices[2]) if len(prices) > 2 else input_price
-        fresh = self.input_tokens - self.cache_read_tokens
+        write_price = float(prices[3]) if len(prices) > 3 else input_price
+        fresh = self.input_tokens - self.cache_read_tokens - self.cache_write_tokens
         total = (
             fresh * input_price
             + self.cache_read_tokens * cached_price
+            + self.cache_write_tokens * write_price
             + self.output_tokens * output_price
         )
         return round(total / 1e6, 6)
@@ -91,6 +96,7 @@ class ContextUsage:
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_read_tokens": self.cache_read_tokens,
+            "cache_write_tokens": self.cache_write_tokens,
             "cost_usd": self.cost_usd(),
         }
 
@@ -163,9 +169,12 @@ class ModelContexts:
                 view = document_view(title, texts, sections, i, self.max_document_chars)
                 return self._request(view, texts[i], document_sha256)
 
-            workers = max(1, min(self.settings.concurrency, len(missing)))
+            # The first is asked alone: once it is answered the provider's cache holds the
+            # document, and the others, sent together, read it rather than each writing it.
+            written = [ask(missing[0])]
+            workers = max(1, min(self.settings.concurrency, len(missing) - 1))
             with ThreadPoolExecutor(workers) as pool:
-                written = list(pool.map(ask, missing))
+                written.extend(pool.map(ask, missing[1:]))
             self.cache.put_raw(
                 [keys[i] for i in missing], [text.encode("utf-8") for text in written]
             )
@@ -228,3 +237,4 @@ class ModelContexts:
             self.usage.input_tokens += int(usage.get("input_tokens") or 0)
             self.usage.output_tokens += int(usage.get("output_tokens") or 0)
             self.usage.cache_read_tokens += int(details.get("cache_read") or 0)
+            self.usage.cache_write_tokens += int(details.get("cache_creation") or 0)

@@ -457,6 +457,7 @@ def update_index(
             "default_access": default_access,
         }
         writer = ModelContexts(context.model, cache) if context.kind == "model" else None
+        dense_context = context.fields == "both"
         if writer is not None:
             summary.context = writer.usage
         previous = None if rebuild else live
@@ -640,7 +641,10 @@ def update_index(
             chunks are dropped and its last good version, if any, stays."""
             summary.embedded_texts += embed_together(
                 model,
-                {s: [embedding_text(c) for c in f.chunks] for s, (_, f) in pending.items()},
+                {
+                    s: [embedding_text(c, dense_context) for c in f.chunks]
+                    for s, (_, f) in pending.items()
+                },
                 cache,
                 charge=lambda source, seconds: pending[source][0].charge(seconds),
                 progress=progress,
@@ -648,7 +652,9 @@ def update_index(
             for source, (budget, fresh) in pending.items():
                 try:
                     with budget.running():
-                        vectors, embedded = _embed(model, fresh.chunks, budget, cache)
+                        vectors, embedded = _embed(
+                            model, fresh.chunks, budget, cache, dense_context
+                        )
                     summary.embedded_texts += embedded
                 except TimeBudgetExceeded as exc:
                     summary.failed[source] = str(exc)
@@ -810,12 +816,16 @@ class _Fresh:
 
 
 def _embed(
-    model: Any, chunks: list[Chunk], budget: FileBudget, cache: EmbeddingCache
+    model: Any,
+    chunks: list[Chunk],
+    budget: FileBudget,
+    cache: EmbeddingCache,
+    dense_context: bool,
 ) -> tuple[list[np.ndarray], int]:
     """One document's vectors and how many texts the model embedded: through the embedding
     cache (each distinct text once, none it holds, every finished batch kept for a resumed
     run), checking the file's time budget between batches."""
-    texts = [embedding_text(chunk) for chunk in chunks]
+    texts = [embedding_text(chunk, dense_context) for chunk in chunks]
     vectors, embedded = embed_with_cache(model, texts, cache, check=budget.check)
     budget.check()
     return list(vectors), embedded

@@ -220,9 +220,10 @@ def heading_prefix(title: str, section: str) -> str:
     return title
 
 
-def embedding_text(chunk: Chunk) -> str:
+def embedding_text(chunk: Chunk, with_context: bool = True) -> str:
     """What the models see for a chunk: where it sits, what it says, then its context in
     the document if it has one. The context comes last so that, when the whole does not fit
-    the embedding model, truncation drops context and never the chunk's own words."""
+    the embedding model, truncation drops context and never the chunk's own words.
+    `with_context=False` is the dense text of a context kept for keywords only."""
     text = f"{heading_prefix(chunk.title, chunk.section)}\n{chunk.text}"
-    return f"{text}\n{chunk.context}" if chunk.context else text
+    return f"{text}\n{chunk.context}" if chunk.context and with_context else text

@@ -85,6 +85,44 @@ def test_contexts_summarise_the_document_and_name_the_neighbours() -> None:
     ]
 
 
+def test_a_long_document_gets_no_shared_summary_and_neighbours_add_only_new_terms() -> None:
+    texts = [
+        "The zanzibar tool deploys services to the cluster and rolls them back when needed.",
+        "Install zanzibar from the internal package mirror. Each release of zanzibar is signed.",
+        "Run the rollback command with the release number. The old release starts again.",
+    ]
+    short = ContextSettings(kind="offline", summary_max_chunks=3, new_terms_only=True)
+    long = ContextSettings(kind="offline", summary_max_chunks=2, new_terms_only=True)
+    assert all(c and "The zanzibar tool deploys" in c for c in chunk_contexts("Z", texts, short))
+    chunk_specific = chunk_contexts("Z", texts, long)
+    assert all(c and "deploys services" not in c for c in chunk_specific)
+    # The last chunk's key terms include "release", which the middle chunk already says.
+    middle = chunk_specific[1] or ""
+    assert "command" in middle and "release" not in middle
+    repeating = ContextSettings(kind="offline", summary_max_chunks=2)
+    assert "release" in (chunk_contexts("Z", texts, repeating)[1] or "")
+
+
+def test_a_keywords_only_context_is_searched_by_bm25_and_keeps_the_plain_vectors(
+    locate: Locate, tmp_path: Path, model: CountingEmbeddings
+) -> None:
+    docs = corpus(tmp_path / "docs")
+    location = locate()
+    plain = pipeline.ingest([docs], location)
+    before = sent(model)
+    keywords = ContextSettings(kind="offline", fields="keywords")
+    summary = pipeline.ingest([docs], location, context=keywords)
+    assert summary.version != plain.version and sent(model) == before  # vectors from the cache
+    retriever = Retriever.open(location, context=keywords)
+    admin = retriever.mask(Caller(groups=frozenset(), admin=True))
+    hits = run_stage(retriever, "zanzibar team quota twenty", 5, admin, "bm25")
+    quotas = next(h.chunk for h in hits if h.chunk.section.endswith("Quotas"))
+    assert "zanzibar" not in quotas.text.lower() and "zanzibar" in (quotas.context or "").lower()
+    assert embedding_text(quotas, with_context=False) in {t for c in model.calls for t in c}
+    with pytest.raises(IndexMismatch, match="context 'offline'"):
+        Retriever.open(location, context=OFFLINE)  # the same kind, placed elsewhere
+
+
 def test_context_is_indexed_never_quoted_and_recorded(
     locate: Locate, tmp_path: Path, model: CountingEmbeddings
 ) -> None:
@@ -150,7 +188,13 @@ def test_a_changed_document_re_contextualises_only_its_own_chunks(
 
 def test_a_malformed_context_record_is_refused(tmp_path: Path, model: CountingEmbeddings) -> None:
     assert recorded_context({"embedding": {}}) == NO_CONTEXT  # an index older than the setting
-    for bad in ({"kind": "psychic"}, {"kind": "offline", "neighbour_terms": "4"}, ["offline"]):
+    for bad in (
+        {"kind": "psychic"},
+        {"kind": "offline", "neighbour_terms": "4"},
+        {"kind": "offline", "fields": "everywhere"},
+        {"kind": "offline", "new_terms_only": 1},
+        ["offline"],
+    ):
         with pytest.raises(IndexMismatch, match="malformed"):
             recorded_context({"context": bad})
     docs = corpus(tmp_path / "docs")

@@ -82,8 +82,9 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             cost = f", ${used['cost_usd']}" if used["cost_usd"] is not None else ""
             print(
                 f"  contexts: {used['requests']} written, {used['cached_contexts']} cached; "
-                f"{used['input_tokens']} input tokens ({used['cache_read_tokens']} from the "
-                f"prompt cache), {used['output_tokens']} output{cost}"
+                f"{used['input_tokens']} input tokens ({used['cache_read_tokens']} read from "
+                f"and {used['cache_write_tokens']} written to the prompt cache), "
+                f"{used['output_tokens']} output{cost}"
             )
         for error in result["errors"]:
             print(f"  failed: {error['source']}: {error['error']}")
