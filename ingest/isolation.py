@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
-from footnote.ingest.limits import TimeBudgetExceeded, current_deadline
+from footnote.ingest.limits import TimeBudgetExceeded, current_deadline, setting_number
 
 ISOLATED_SUFFIXES = frozenset({".docx", ".pptx"})
 WORKER_ENV = "FOOTNOTE_PARSE_WORKER"
@@ -63,11 +63,10 @@ def stop_workers() -> None:
 
 
 def _memory_mb() -> int:
-    value = os.environ.get(MEMORY_ENV, "")
     try:
-        return int(value) if value else DEFAULT_MEMORY_MB
-    except ValueError:
-        raise ParseError(f"{MEMORY_ENV} must be a number of megabytes, not {value!r}") from None
+        return int(setting_number(MEMORY_ENV, DEFAULT_MEMORY_MB, whole=True, unit=" of megabytes"))
+    except ValueError as exc:
+        raise ParseError(str(exc)) from None
 
 
 def parse_isolated(data: bytes, path: Path, source: str) -> ParsedDocument:

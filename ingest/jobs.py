@@ -35,6 +35,7 @@ from typing import IO, Any
 
 from footnote.ingest.documents import ParseError
 from footnote.ingest.isolation import stop_workers
+from footnote.ingest.limits import setting_number
 from footnote.ingest.pipeline import DEFAULT_MAX_SECONDS
 from footnote.models.embedding_choice import state_dir
 from footnote.store import lock, types
@@ -69,22 +70,14 @@ class IndexerBusy(RuntimeError):
 
 
 def job_limit() -> int:
-    value = os.environ.get(JOBS_ENV, "")
-    try:
-        limit = int(value) if value else DEFAULT_JOBS
-    except ValueError:
-        raise ValueError(f"{JOBS_ENV} must be a whole number, not {value!r}") from None
-    if limit < 1:
-        raise ValueError(f"{JOBS_ENV} must be at least 1, not {limit}")
-    return limit
+    return int(setting_number(JOBS_ENV, DEFAULT_JOBS, whole=True))
 
 
 def max_seconds() -> float:
-    value = os.environ.get(MAX_SECONDS_ENV, "")
-    try:
-        return float(value) if value else DEFAULT_MAX_SECONDS
-    except ValueError:
-        raise ValueError(f"{MAX_SECONDS_ENV} must be a number of seconds, not {value!r}") from None
+    # 0 turns the per-file budget off, as `max_seconds=0` does for ingest
+    return setting_number(
+        MAX_SECONDS_ENV, DEFAULT_MAX_SECONDS, whole=False, unit=" of seconds", at_least=0
+    )
 
 
 _admitted = 0

@@ -8,6 +8,7 @@ budget's deadline stops on any thread (ingest/isolation.py).
 
 from __future__ import annotations
 
+import os
 import signal
 import threading
 import time
@@ -20,6 +21,22 @@ current_deadline: ContextVar[float | None] = ContextVar("current_deadline", defa
 """When the file being worked on must be done (`time.monotonic()`), inside
 `FileBudget.running()`: a worker process (ingest/isolation.py) is stopped then, on any
 thread, where the SIGALRM timer reaches the main thread only."""
+
+
+def setting_number(
+    name: str, default: float, *, whole: bool, unit: str = "", at_least: float = 1
+) -> float:
+    """A number from the environment setting `name`, or `default` when unset: the one
+    reading of every budget an operator sets this way, with the same one-line errors."""
+    value = os.environ.get(name, "")
+    kind = "a whole number" if whole else "a number"
+    try:
+        number = (int(value) if whole else float(value)) if value else default
+    except ValueError:
+        raise ValueError(f"{name} must be {kind}{unit}, not {value!r}") from None
+    if number < at_least:
+        raise ValueError(f"{name} must be at least {at_least:g}, not {number:g}")
+    return number
 
 
 class TimeBudgetExceeded(BaseException):

@@ -168,3 +168,22 @@ def test_a_job_ends_when_the_server_that_asked_for_it_goes(tmp_path: Path) -> No
         psutil.wait_procs(workers, timeout=10)
         assert not [w for w in workers if w.is_running() and w.status() != "zombie"]
         assert replies.read() == b""  # no result: the index was not written
+
+
+def test_budget_settings_are_read_one_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every budget set in the environment fails the same way on a bad value: one line that
+    names the setting; FOOTNOTE_MAX_SECONDS=0 turns the per-file budget off."""
+    from footnote.ingest import isolation, jobs
+    from footnote.ingest.documents import ParseError
+
+    monkeypatch.setenv(jobs.MAX_SECONDS_ENV, "0")
+    assert jobs.max_seconds() == 0
+    monkeypatch.setenv(jobs.MAX_SECONDS_ENV, "soon")
+    with pytest.raises(ValueError, match=r"^FOOTNOTE_MAX_SECONDS must be a number of seconds"):
+        jobs.max_seconds()
+    monkeypatch.setenv(jobs.JOBS_ENV, "1.5")
+    with pytest.raises(ValueError, match=rf"^{jobs.JOBS_ENV} must be a whole number, not '1.5'"):
+        jobs.job_limit()
+    monkeypatch.setenv(isolation.MEMORY_ENV, "0")
+    with pytest.raises(ParseError, match=r"FOOTNOTE_PARSE_MEMORY_MB must be at least 1, not 0"):
+        isolation._memory_mb()

@@ -125,14 +125,9 @@ every question wait behind it; the indexer takes at most $FOOTNOTE_INDEXER_JOBS 
 
 
 def server_jobs() -> int:
-    value = os.environ.get(SERVER_JOBS_ENV, "")
-    try:
-        jobs = int(value) if value else DEFAULT_SERVER_JOBS
-    except ValueError:
-        raise ValueError(f"{SERVER_JOBS_ENV} must be a whole number, not {value!r}") from None
-    if jobs < 1:
-        raise ValueError(f"{SERVER_JOBS_ENV} must be at least 1, not {jobs}")
-    return jobs
+    from footnote.ingest.limits import setting_number
+
+    return int(setting_number(SERVER_JOBS_ENV, DEFAULT_SERVER_JOBS, whole=True))
 
 
 def server_command(*, host: str, port: int, config: Path) -> list[str]:
