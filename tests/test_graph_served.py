@@ -1,8 +1,9 @@
 """Access control through the entity graph, served: on both runtimes (`langgraph dev`, and Aegra
 on PostgreSQL + Redis) with the operator's FOOTNOTE_SEARCH_STAGE=graph, more than 1,000 probes
-(MCP search and ask, as every user of the team) find no restricted marker, whether it sits in a
-document's title, in the names and codes the graph makes entities of, or in its text; and no
-caller can choose another ranking. The served leak pattern of tests/served.py, with a restricted
+(MCP search and ask, as every user of the team, whole-corpus questions answered from the
+graph's communities among them) find no restricted marker, whether it sits in a document's
+title, in the names and codes the graph makes entities of, or in its text; and no caller can
+choose another ranking. The served leak pattern of tests/served.py, with a restricted
 document that the graph links to public ones (it names their title, team and phrases).
 
 The server has no served form of `footnote graph`; its view is tested per caller in
@@ -66,7 +67,14 @@ QUERIES = [
     "Project Quillfeather Ostrander",
     "Marrowgate Holdings",
 ]
-ASKED = [*BRIDGES, *QUILL.questions, RESTRICTED[0].questions[0]]
+GLOBAL = [  # whole-corpus questions: the global route, over communities the restricted
+    # document shares with public ones (their summaries are made per caller)
+    "Summarize everything.",
+    "What topics do the documents cover?",
+    "Which documents mention the Platform Team?",
+    "Which documents mention a vendor or a ledger?",
+]
+ASKED = [*BRIDGES, *QUILL.questions, RESTRICTED[0].questions[0], *GLOBAL]
 
 
 def may_see(user: str, document: Restricted) -> bool:
@@ -169,8 +177,9 @@ def test_served_search_ranks_by_the_graph_and_callers_cannot_choose(
 def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -> None:
     """Every user, concurrently: MCP searches by the bridge questions, the restricted
     documents' questions and their very markers (k 1 to 20, with and without a filter), and
-    cited answers: at least 1,000 probes, no marker of a document the user may not read, and
-    each restricted document found by exactly the users who may read it."""
+    cited answers (whole-corpus ones by the global route): at least 1,000 probes, no marker
+    of a document the user may not read, and each restricted document found by exactly the
+    users who may read it."""
     seen: dict[str, set[str]] = {user: set() for user in USERS}
 
     async def probe(user: str) -> int:
@@ -186,6 +195,8 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
                 assert not leaked(user, payload), (user, tool, arguments, leaked(user, payload))
                 if not result.isError and tool == "search":
                     seen[user] |= {h["source"] for h in result.structuredContent["results"]}
+                if tool == "ask" and arguments["question"] in GLOBAL:  # really the global route
+                    assert "plan_turn:global:1" in answer["route"], (arguments, answer["route"])
                 count += 1
 
             for query in QUERIES:
