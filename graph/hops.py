@@ -140,14 +140,15 @@ def bridges(
     question, to visible chunks of documents the evidence does not come from; the rarest
     and strongest first, at most MAX_BRIDGES. Without such a title: the names, codes and
     phrases of the clause the evidence leaves open that lead there ("customer data")."""
-    mask = np.asarray(retriever.mask(caller), dtype=bool)
+    # a reader's selection as a mask over the graph's rows (PostgreSQL's is a SQL condition)
+    mask = graph.row_mask(retriever.mask(caller))
     df, _, idf = graph.visible_weights(mask, 1.0, HUB_SHARE, HUB_MIN)
     own_rows = np.zeros(len(mask), dtype=bool)
     kept_rows: list[int] = []
     kept_ids = {d.id for d in evidence}
     for source in sorted({str(d.metadata.get("source", "")) for d in evidence}):
         rows = np.flatnonzero(
-            np.asarray(retriever.mask(caller, Filters(source=glob.escape(source))), dtype=bool)
+            graph.row_mask(retriever.mask(caller, Filters(source=glob.escape(source))))
         )
         own_rows[rows] = True
         kept_rows += [int(r) for r, c in zip(rows, retriever.reader.chunks(rows.tolist()),

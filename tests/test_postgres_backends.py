@@ -256,6 +256,27 @@ def test_graph_worked_example_on_postgres(pg_server: PgServer, handbook_dir: Pat
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
 
 
+def test_offline_hop_through_the_graph_on_postgres(pg_server: PgServer, handbook_dir: Path) -> None:
+    """The offline hop reads the PostgreSQL graph through the reader's selection (a SQL
+    condition there, not a row mask): the two-hop handbook question cites both documents, and
+    a caller outside engineering never reaches oncall.md."""
+    from footnote.graph.graph import graph
+    from tests.test_hops import TWO_HOP
+
+    url = f"{pg_server.url}?index=hop"
+    ingest([handbook_dir], url)
+
+    def cited(groups: list[str]) -> list[str]:
+        out = graph.invoke(
+            {"messages": [{"role": "user", "content": TWO_HOP}]},
+            context={"index_dir": url, "user_groups": groups},
+        )
+        return [c["source"] for c in out["citations"]]
+
+    assert {"sts.md", "oncall.md"} <= set(cited(["engineering"]))
+    assert "oncall.md" not in cited(["everyone"])
+
+
 def test_killed_ingest_leaves_previous_state(
     pg_server: PgServer, handbook_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
