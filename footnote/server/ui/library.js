@@ -147,7 +147,7 @@ function summaryText(result) {
   return `Done: ${parts.join(", ")}.` + (reasons.length ? ` ${reasons.join("; ")}` : "");
 }
 
-function progressText(p) {
+function jobProgressText(p) {
   // The indexer's job says when it waits behind another job on this index, then counts.
   if (p.stage === "queued") return "Queued: another job is indexing; this one starts after it…";
   if (typeof p.done === "number" && typeof p.total === "number") {
@@ -163,7 +163,7 @@ async function manage(input) {
   libraryStatus("Working…");
   try {
     const done = await corpusRun("indexer", input, (p) => {
-      if (p && p.stage) libraryStatus(progressText(p));
+      if (p && p.stage) libraryStatus(jobProgressText(p));
     });
     const message = summaryText(done.result);
     await refreshLibrary();
