@@ -94,7 +94,9 @@ def test_resume_after_sigkill_re_embeds_nothing_already_done(tmp_path: Path) -> 
     process = subprocess.Popen([*command, str(log), "0.3"], cwd=REPO)
     try:
         deadline = time.monotonic() + 60
-        while len(logged_texts(log)) < 12 and time.monotonic() < deadline:
+        # 16 logged: the embedder logs a batch of 4 as it embeds it, and the cache commits
+        # it after, so the first 12 are committed once the fourth batch is logged
+        while len(logged_texts(log)) < 16 and time.monotonic() < deadline:
             assert process.poll() is None, "ingest ended before it could be killed"
             time.sleep(0.05)
         os.kill(process.pid, signal.SIGKILL)
