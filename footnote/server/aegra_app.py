@@ -156,6 +156,16 @@ async def _buffered(receive: Receive) -> tuple[bytes, Receive]:
     return body, _replay(body, receive)
 
 
+async def _run_request(receive: Receive) -> tuple[Any, Receive]:
+    """A run request's JSON body (None when it is not JSON: Aegra answers that itself), and
+    a `receive` that hands the same body on downstream."""
+    body, receive = await _buffered(receive)
+    try:
+        return json.loads(body or b"{}"), receive
+    except ValueError:
+        return None, receive
+
+
 def _replay(body: bytes, receive: Receive) -> Receive:
     """A `receive` that hands `body` on downstream, then whatever comes next."""
     sent = False
@@ -237,11 +247,7 @@ class RunWebhooks:
         ):
             await self.app(scope, receive, send)
             return
-        body, receive = await _buffered(receive)
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            request = {}
+        request, receive = await _run_request(receive)
         requests = request if isinstance(request, list) else [request]
         hooks = [r.get("webhook") for r in requests if isinstance(r, dict)]
         asked = any(hook not in (None, "") for hook in hooks)
@@ -288,11 +294,7 @@ class RunMetrics:
         ):
             await self.app(scope, receive, send)
             return
-        body, receive = await _buffered(receive)
-        try:
-            request = json.loads(body or b"{}")
-        except ValueError:
-            request = None
+        request, receive = await _run_request(receive)
         request = request if isinstance(request, dict) else {}
         run_input = request.get("input")
         action = run_input.get("action", "sources") if isinstance(run_input, dict) else None
