@@ -53,7 +53,7 @@ from footnote.graph.grader import (
     features,
     linear_score,
 )
-from footnote.tools.documents import Candidate, Evidence, retrieve_candidates
+from footnote.tools.documents import Candidate, Evidence, retrieve_candidates, with_token_recall
 from footnote.tools.search import SearchRequest
 
 RETRIEVE_K = 8
@@ -85,18 +85,19 @@ def collect(dataset_dir: Path, seed: int, share: float) -> dict[str, Any]:
     ]:
         gold = set(prepared.dataset.qrels[qid])
         question = prepared.dataset.queries[qid]
-        candidates = retrieve_candidates(
-            SearchRequest(query=question, index_dir=index, k=RETRIEVE_K, admin=True),
-            question=question,
+        candidates = with_token_recall(
+            retrieve_candidates(
+                SearchRequest(query=question, index_dir=index, k=RETRIEVE_K, admin=True),
+                question=question,
+            ),
+            question,
+            str(index),
         )
         labels = [
             answerable and prepared.source_to_id.get(c["document"].metadata["source"]) in gold
             for c in candidates
         ]
-        evidence = [
-            {"dense": c["evidence"]["dense"], "coverage": c["evidence"]["coverage"]}
-            for c in candidates
-        ]
+        evidence = [dict(c["evidence"]) for c in candidates]
         questions.append(
             {
                 "qid": qid,
@@ -125,10 +126,14 @@ def collect_handbook(questions_file: Path = HANDBOOK_QUESTIONS) -> dict[str, Any
         asked = [(q, True) for q in spec["answerable"]] + [(q, False) for q in spec["unanswerable"]]
         for n, (q, answerable) in enumerate(asked):
             groups = caller_groups(q.get("groups", []), strict=q.get("strict_groups", False))
-            candidates = retrieve_candidates(
-                SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
-                              user_groups=groups),
-                question=q["question"],
+            candidates = with_token_recall(
+                retrieve_candidates(
+                    SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
+                                  user_groups=groups),
+                    question=q["question"],
+                ),
+                q["question"],
+                str(index),
             )  # fmt: skip
             labels = [
                 answerable and Path(c["document"].metadata["source"]).name == q["gold"]
@@ -202,13 +207,18 @@ def choose_threshold(score: Any, questions: list[dict[str, Any]], max_abstain: f
     return float(min(max(threshold - 1e-6, 1e-4), 1 - 1e-4))
 
 
-SEARCH_FEATURES = ("dense", "coverage", "source_margin", "dense_z")
-"""The features `--search` weighs: similarity, keyword coverage, the margin over other files
-and the similarity relative to the query's own scores."""
+SEARCH_FEATURES = (
+    "dense", "coverage", "source_margin", "dense_z", "token_recall", "token_recall_min",
+)  # fmt: skip
+"""The features `--search` weighs: similarity, keyword coverage, the margin over other files,
+the similarity relative to the query's own scores, and the word-by-word match of the
+question's content words (mean and weakest)."""
 SEARCH_GRID = {
     "coverage": (0.0, 0.25, 0.5, 0.75, 1.0),
     "source_margin": (0.0, 0.5, 1.0, 1.5, 2.0),
     "dense_z": (0.0, 0.05, 0.1),
+    "token_recall": (0.0, 0.5, 1.0),
+    "token_recall_min": (0.0, 0.5),
 }
 """Weights tried for each feature after the first (whose weight is 1)."""
 SEARCH_GAIN = 10.0
@@ -268,9 +278,11 @@ def search_weights(
 
 
 CONSTRAINED_GRID = {
-    "coverage": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
-    "source_margin": (0.0, 0.5, 1.0, 1.5, 2.0, 3.0),
-    "dense_z": (0.0, 0.05, 0.1, 0.15, 0.2),
+    "coverage": (0.0, 0.5, 1.0, 1.5),
+    "source_margin": (0.0, 0.5, 1.0),
+    "dense_z": (0.0, 0.1, 0.2),
+    "token_recall": (0.0, 0.25, 0.5, 0.75, 1.0, 1.5),
+    "token_recall_min": (0.0, 0.25, 0.5, 1.0),
 }
 """Weights `constrained_search` tries for each feature after the first (whose weight is 1)."""
 
@@ -307,7 +319,12 @@ def constrained_search(
                 for row in q["x"]
             ]
 
-        tops = {id(q): max(score(q), default=-1.0) for q in handbook + corpus}
+        scores = {id(q): score(q) for q in handbook + corpus}
+        tops = {key: max(values, default=-1.0) for key, values in scores.items()}
+        gold_at_top = {
+            id(q): bool(scores[id(q)]) and bool(q["y"][int(np.argmax(scores[id(q)]))])
+            for q in handbook
+        }
         points = sorted(set(tops.values()))
         for t in ((a + b) / 2 for a, b in zip(points, points[1:], strict=False)):
             near_miss = [tops[id(q)] < t for q in handbook if not q["answerable"]]
@@ -316,14 +333,13 @@ def constrained_search(
             wrong = float(np.mean([tops[id(q)] < t for q in corpus]))
             if wrong > max_abstain:
                 continue
-            if not all(tops[id(q)] >= t and q["y"][int(np.argmax(score(q)))] for q in must_answer):
+            if not all(tops[id(q)] >= t and gold_at_top[id(q)] for q in must_answer):
                 continue
             if not all(tops[id(q)] < t for q in must_abstain):
                 continue
-            right = 0.0
-            for q in handbook:
-                if q["answerable"] and tops[id(q)] >= t:
-                    right += bool(q["y"][int(np.argmax(score(q)))])
+            right = float(
+                sum(gold_at_top[id(q)] for q in handbook if q["answerable"] and tops[id(q)] >= t)
+            )
             value = (right / sum(q["answerable"] for q in handbook), -wrong)
             if best is None or value > best[0]:
                 best = (value, t, weights)

@@ -53,6 +53,8 @@ FEATURES = (
     "source_margin",
     "entity_overlap",
     "answer_type",
+    "token_recall",
+    "token_recall_min",
 )
 """What the grader can compute per candidate, each larger when the chunk looks more relevant:
 its similarity and keyword coverage; its similarity minus the best other candidate's (the gap
@@ -69,7 +71,15 @@ similarity over the best candidate from another file (a paraphrase finds its doc
 ahead of the rest); `entity_overlap`, the share of the question's names (acronyms, capitals,
 identifiers, numbers) the chunk contains (a near miss shares the topic, not the name: "API
 key" against the on-call rotation); and `answer_type`, 1 when the question wants a number, a
-duration or a date ("how many", "how long", "when") and the chunk has one, or wants none."""
+duration or a date ("how many", "how long", "when") and the chunk has one, or wants none.
+
+The last two come with the evidence (`Evidence.token_recall`, `token_recall_min`): how well
+the chunk matches the question word by word, in the embedder's contextual token vectors. A
+near miss shares the topic and leaves a word unmatched ("maternity" against annual leave).
+Without token vectors (a provider's embedder) they are neutral (1.0), like the others."""
+
+TOKEN_RECALL_FEATURES = ("token_recall", "token_recall_min")
+"""The features read from `Evidence.token_recall`, measured only when a grader weighs them."""
 
 GRADER_FILE = "grader.json"
 
@@ -81,7 +91,8 @@ class GraderFileError(ValueError):
 def features(candidates: Sequence[Candidate], question: str = "") -> list[dict[str, float]]:
     """The features of each candidate, from the candidates of one search, in their order.
     Without the question, the question-reading features are neutral (1.0)."""
-    dense = [float(c["evidence"]["dense"]) for c in candidates]
+    evidence = [c["evidence"] for c in candidates]
+    dense = [float(e["dense"]) for e in evidence]
     coverage = [float(c["evidence"]["coverage"]) for c in candidates]
     dense_ranks = _ranks(dense)
     coverage_ranks = _ranks(coverage)
@@ -109,6 +120,8 @@ def features(candidates: Sequence[Candidate], question: str = "") -> list[dict[s
                 "source_margin": dense[i] - max(elsewhere or others or [dense[i]]),
                 "entity_overlap": _share_present(names, text),
                 "answer_type": 1.0 if not wants or has_answer_type(wants, text) else 0.0,
+                "token_recall": float(evidence[i].get("token_recall", 1.0)),
+                "token_recall_min": float(evidence[i].get("token_recall_min", 1.0)),
             }
         )
     return rows
@@ -316,12 +329,34 @@ def offline_grades(
     candidates: Sequence[Candidate],
     grader: OfflineGrader = DEFAULT_OFFLINE_GRADER,
     question: str = "",
+    threshold: float = OPERATING_GRADE,
 ) -> list[float]:
-    """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point."""
+    """Each candidate's offline grade in [0, 1]; OPERATING_GRADE is the operating point.
+
+    The calibrated model was fitted to one decision: whether the search answered the
+    question (its best candidate passes). Once one of its grades reaches `threshold`, the
+    question is answered, and each chunk's grade is the higher of the calibrated and the
+    linear one: which chunks to quote is the linear blend's per-chunk call, which keeps the
+    gold section beside the first more often (docs/evaluation.md). When none passes, the
+    calibrated grades stand, and the part is not covered."""
     check_offline_grader(grader)
+    linear = [relevance(c) for c in candidates]
     if grader == "linear":
-        return [relevance(c) for c in candidates]
-    return shipped_grader().grades(candidates, question)
+        return linear
+    calibrated = shipped_grader().grades(candidates, question)
+    if not any(g >= threshold for g in calibrated):
+        return calibrated
+    return [max(c, g) for c, g in zip(calibrated, linear, strict=True)]
+
+
+def reads_token_recall(grader: OfflineGrader) -> bool:
+    """Whether the grader weighs the `token_recall` evidence, which costs a forward pass per
+    chunk to measure (tools.documents.with_token_recall)."""
+    if grader == "linear":
+        return False
+    model = shipped_grader()
+    weights = zip(model.features, model.weights, strict=True)
+    return any(w > 0 and f in TOKEN_RECALL_FEATURES for f, w in weights)
 
 
 def check_offline_grader(name: Any) -> None:

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, create_model
 from footnote.graph import global_route, grounding, hops, offline, planner, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
-from footnote.graph.grader import offline_grades
+from footnote.graph.grader import offline_grades, reads_token_recall
 from footnote.graph.models import ChatModels, Role, is_timeout
 from footnote.graph.state import (
     CLEAR,
@@ -40,7 +40,7 @@ from footnote.graph.state import (
 )
 from footnote.graph.tools import SEARCH_CALLS, run_caller, search_documents
 from footnote.store.types import Caller
-from footnote.tools.documents import Candidate
+from footnote.tools.documents import Candidate, with_token_recall
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.sources import escape_source_text
 from footnote.tools.web import WebSearchError, search_web, web_search_available
@@ -678,7 +678,13 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        fallback = offline_grades(candidates, context.offline_grader, question)
+        if reads_token_recall(context.offline_grader):
+            candidates = with_token_recall(
+                list(candidates), question, context.index_dir, context.embeddings
+            )
+        fallback = offline_grades(
+            candidates, context.offline_grader, question, context.grade_threshold
+        )
         if not use_model or not candidates:
             return fallback, None, "offline"
         docs = [c["document"] for c in candidates]

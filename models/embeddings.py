@@ -12,7 +12,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,6 +38,15 @@ class TokenCounter(Protocol):
     """Counts tokens the way the embedding model will; the chunker sizes chunks with it."""
 
     def count_tokens(self, text: str) -> int: ...
+
+
+@dataclass(frozen=True)
+class TokenVectors:
+    """One text's word pieces (as the tokenizer writes them: "##" continues a word) and
+    their unit-length contextual vectors, one row per piece."""
+
+    tokens: list[str]
+    vectors: np.ndarray
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -105,9 +114,38 @@ class MiniLMEmbeddings(Embeddings):
         Sorting by tokens rather than characters matters: code and prose differ so much in
         characters per token that character-sorted batches spent ~25% of the work on padding.
         """
-        self._load()
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        all_encodings = self._tokenizer.encode_batch(list(texts))
+        for batch, states, mask in self._token_states(texts):
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
+            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+            out[batch] = pooled / np.maximum(norms, 1e-12)
+        return out
+
+    def token_vectors(self, texts: Sequence[str]) -> list[TokenVectors]:
+        """Each text's word pieces and their contextual states, L2-normalised, special
+        tokens left out: what the pooled embedding averages, kept apart so a grader can ask
+        which of a question's words a passage matches (tools/retrieval.py)."""
+        self._load()
+        out: list[TokenVectors | None] = [None] * len(texts)
+        encodings = self._tokenizer.encode_batch(list(texts))
+        for batch, states, mask in self._token_states(texts, encodings):
+            for row, i in enumerate(batch):
+                special = np.array(encodings[i].special_tokens_mask, dtype=bool)
+                kept = states[row, : int(mask[row].sum())][~special]
+                norms = np.linalg.norm(kept, axis=1, keepdims=True)
+                tokens = [t for t, s in zip(encodings[i].tokens, special, strict=True) if not s]
+                out[i] = TokenVectors(tokens, kept / np.maximum(norms, 1e-12))
+        empty = TokenVectors([], np.zeros((0, self.dimension), dtype=np.float32))
+        return [v if v is not None else empty for v in out]
+
+    def _token_states(
+        self, texts: Sequence[str], all_encodings: Sequence[Any] | None = None
+    ) -> Iterator[tuple[list[int], np.ndarray, np.ndarray]]:
+        """The model's token states per batch of similar length: (rows, states, mask)."""
+        self._load()
+        if all_encodings is None:
+            all_encodings = self._tokenizer.encode_batch(list(texts))
         order = sorted(range(len(texts)), key=lambda i: len(all_encodings[i].ids))
         for start in range(0, len(order), self.batch_size):
             batch = order[start : start + self.batch_size]
@@ -121,12 +159,7 @@ class MiniLMEmbeddings(Embeddings):
             feeds = {"input_ids": ids, "attention_mask": mask}
             if "token_type_ids" in self._input_names:
                 feeds["token_type_ids"] = np.zeros_like(ids)
-            states = self._session.run(None, feeds)[0]
-            weights = mask[:, :, None].astype(np.float32)
-            pooled = (states * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1e-9)
-            norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-            out[batch] = pooled / np.maximum(norms, 1e-12)
-        return out
+            yield batch, self._session.run(None, feeds)[0], mask
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         return self.embed_array(texts).tolist()
@@ -270,9 +303,7 @@ def _status(exc: BaseException) -> int | None:
 
 
 def _timed_out(exc: BaseException) -> bool:
-    return isinstance(exc, TimeoutError) or any(
-        "Timeout" in c.__name__ for c in type(exc).__mro__
-    )
+    return isinstance(exc, TimeoutError) or any("Timeout" in c.__name__ for c in type(exc).__mro__)
 
 
 def is_transient(exc: BaseException) -> bool:

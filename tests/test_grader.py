@@ -24,7 +24,7 @@ from footnote.graph.grader import (
 )
 from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
-from footnote.tools.documents import Candidate, Evidence
+from footnote.tools.documents import Candidate, Evidence, with_token_recall
 
 SHIPPED = Path(grader.__file__).with_name("grader.json")
 API_KEY_QUESTION = "How often do I have to change my API key?"
@@ -208,14 +208,29 @@ def test_parental_leave_is_not_covered_with_each_grader(
 
 
 def test_graph_keeps_what_passes_the_fitted_threshold(handbook_index: Path) -> None:
+    """The calibrated model decides that the search answered; then a chunk is kept when it
+    passes either grader, in retrieval order."""
     out = ask(API_KEY_QUESTION, handbook_index, offline_grader="calibrated")
-    pool = out["candidates"]
+    pool = with_token_recall(out["candidates"], API_KEY_QUESTION, str(handbook_index))
+    fitted = shipped_grader()
+    answered = [p >= fitted.threshold for p in fitted.probabilities(pool, API_KEY_QUESTION)]
+    assert any(answered)
     passing = [
         c["document"]
-        for c, p in zip(pool, shipped_grader().probabilities(pool), strict=True)
-        if p >= shipped_grader().threshold
+        for c, calibrated in zip(pool, answered, strict=True)
+        if calibrated or grader.relevance(c) >= OPERATING_GRADE
     ]
-    assert passing and out["documents"] == passing[:4]
+    assert out["documents"] == passing[:4]
+
+
+def test_when_the_calibrated_grader_passes_nothing_the_linear_grade_keeps_nothing() -> None:
+    """The linear grade widens what is quoted only once the question is answered: it alone
+    must not answer a question the calibrated model abstains on."""
+    pool = chunks(("a.md", "Nothing that answers.", 0.7))
+    pool[0]["evidence"].update(coverage=0.0, token_recall=0.1, token_recall_min=0.0)
+    assert grader.relevance(pool[0]) >= OPERATING_GRADE
+    assert shipped_grader().grades(pool, "Why?")[0] < OPERATING_GRADE
+    assert offline_grades(pool, "calibrated", "Why?") == shipped_grader().grades(pool, "Why?")
 
 
 def test_handbook_ranks_rotation_above_sts_credentials(handbook_index: Path) -> None:
@@ -294,6 +309,36 @@ def test_answer_type_cues(question: str, text: str, expected: float) -> None:
     assert row["answer_type"] == expected
 
 
+def test_token_recall_tells_a_paraphrase_from_a_near_miss(handbook_index: Path) -> None:
+    """In the embedder's contextual token vectors "vacation" finds "annual leave", while
+    "maternity" finds nothing in the same section: the weakest word decides."""
+    from footnote.tools.retrieval import get_retriever
+
+    annual = (
+        "Holidays and time off > Annual leave\nFull-time employees have 27 days of annual "
+        "leave a year, plus public holidays."
+    )
+    retriever = get_retriever(str(handbook_index))
+    ((paraphrase,), (near_miss,)) = (
+        retriever.token_recalls(q, [annual])
+        for q in ("How many vacation days do I get?", "How many weeks of maternity leave do I get?")
+    )
+    assert paraphrase["token_recall_min"] > near_miss["token_recall_min"] + 0.15
+    assert 0 < near_miss["token_recall_min"] <= near_miss["token_recall"] <= 1
+
+
+def test_token_recall_is_absent_without_token_vectors() -> None:
+    from footnote.tools.retrieval import Retriever
+
+    class NoTokens:
+        """A provider's embedder: pooled vectors only."""
+
+    retriever = Retriever(None, NoTokens())  # type: ignore[arg-type]
+    assert retriever.token_recalls("Why?", ["a", "b"]) == [{}, {}]
+    (row,) = grader.features(chunks(("a.md", "Nothing with names.", 0.5)), "Why?")
+    assert row["token_recall"] == row["token_recall_min"] == 1.0
+
+
 def test_without_the_question_its_features_are_neutral() -> None:
     (row,) = grader.features(chunks(("a.md", "Nothing with names.", 0.5)))
     assert row["entity_overlap"] == row["answer_type"] == 1.0
@@ -354,9 +399,7 @@ def test_the_calibrated_grader_answers_the_taxi_question(handbook_index: Path) -
     assert [c["source"] for c in out["citations"]][:1] == ["expenses.md"]
 
 
-@pytest.mark.parametrize(
-    ("offline_grader", "abstains"), [("calibrated", True), ("linear", False)]
-)
+@pytest.mark.parametrize(("offline_grader", "abstains"), [("calibrated", True), ("linear", False)])
 def test_the_strict_groups_near_miss(
     handbook_index: Path, offline_grader: str, abstains: bool
 ) -> None:

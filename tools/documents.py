@@ -8,10 +8,11 @@ everything a citation or a filter needs.
 from __future__ import annotations
 
 import math
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from langchain_core.documents import Document
 
+from footnote.store.text import heading_prefix
 from footnote.store.types import Hit
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest, search
@@ -25,6 +26,12 @@ class Evidence(TypedDict):
     """Cosine similarity of the chunk's embedding to the question's."""
     coverage: float
     """Idf-weighted share of the question's keywords the chunk contains, in [0, 1]."""
+    token_recall: NotRequired[float]
+    """Mean over the question's content words of their best contextual-token cosine in the
+    chunk (tools/retrieval.py `token_recalls`); absent when the embedder has no token
+    vectors."""
+    token_recall_min: NotRequired[float]
+    """The weakest of those matches: the question word the chunk answers least."""
 
 
 class Candidate(TypedDict):
@@ -121,3 +128,25 @@ def retrieve_candidates(request: SearchRequest, question: str = "") -> list[Cand
         )
         for hit, f in zip(hits, features, strict=True)
     ]
+
+
+def with_token_recall(
+    candidates: list[Candidate], question: str, index_dir: str, embeddings: str = ""
+) -> list[Candidate]:
+    """The candidates with `token_recall` evidence added (where the index's embedder has
+    token vectors). Apart from `retrieve_candidates` because it costs a forward pass per
+    chunk, and only the calibrated grader reads it."""
+    retriever = get_retriever(index_dir, embeddings)
+    texts = [embedding_text_of(c["document"]) for c in candidates]
+    recalls = retriever.token_recalls(question, texts)
+    return [
+        Candidate(document=c["document"], evidence={**c["evidence"], **recall})  # type: ignore[typeddict-item]
+        for c, recall in zip(candidates, recalls, strict=True)
+    ]
+
+
+def embedding_text_of(document: Document) -> str:
+    """What the embedder saw for a search result: its heading path, then its text."""
+    meta = document.metadata
+    prefix = heading_prefix(str(meta.get("title") or ""), str(meta.get("section") or ""))
+    return f"{prefix}\n{document.page_content}"

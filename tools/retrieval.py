@@ -31,7 +31,7 @@ from footnote.models.embedding_choice import (
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
-from footnote.store.text import embedding_text, keyword_tokens
+from footnote.store.text import STOPWORDS, embedding_text, keyword_tokens
 from footnote.store.types import Caller, Filters, Hit, Ranked, check_embeddings
 from footnote.tools.stages import STAGES as STAGES
 from footnote.tools.stages import Stage as Stage
@@ -168,8 +168,49 @@ class Retriever(Generic[S]):
             )
         return out
 
+    def token_recalls(self, question: str, texts: Sequence[str]) -> list[dict[str, float]]:
+        """How well each text matches the question word by word (`token_recall`): for each
+        of the question's content words, its best cosine against the text's contextual token
+        vectors, averaged (`token_recall`) and the weakest (`token_recall_min`), as
+        BERTScore's recall does. A near miss matches the topic but leaves a word unmatched
+        ("parental leave" against annual leave); a paraphrase finds a partner for each.
+        Empty dicts when the embedder has no token vectors (a provider's)."""
+        token_vectors = getattr(self.embeddings, "token_vectors", None)
+        if token_vectors is None or not texts:
+            return [{} for _ in texts]
+        asked, *found = token_vectors([question, *texts])
+        words = [i for i, t in enumerate(asked.tokens) if _is_content_piece(t)]
+        if not words:
+            return [{} for _ in texts]
+        out = []
+        for passage in found:
+            if not len(passage.vectors):
+                out.append({"token_recall": 0.0, "token_recall_min": 0.0})
+                continue
+            best = (asked.vectors[words] @ passage.vectors.T).max(axis=1)
+            out.append({"token_recall": float(best.mean()), "token_recall_min": float(best.min())})
+        return out
+
     def query_vector(self, text: str) -> np.ndarray:
         return self.embeddings.embed_array([text])[0]
+
+
+QUESTION_WORDS = frozenset(
+    {"i", "my", "me", "do", "does", "get", "can", "must", "have", "what", "how", "when", "who",
+     "which", "where", "will", "need", "often", "many", "much", "long", "is", "are", "s", "t"}
+)  # fmt: skip
+"""Words of a question's frame, not of its topic: no passage needs to match them."""
+
+
+def _is_content_piece(token: str) -> bool:
+    """A word piece that starts a topic word: not a continuation ("##n"), punctuation, a
+    stopword or a question word."""
+    return (
+        not token.startswith("##")
+        and bool(re.match(r"\w", token))
+        and token.lower() not in STOPWORDS
+        and token.lower() not in QUESTION_WORDS
+    )
 
 
 def _idf(total: int, df: int) -> float:
