@@ -100,7 +100,7 @@ def test_ask_json_reports_the_global_route(handbook_index: Path, run_cli: RunCli
     shown = run_cli("ask", "Summarize everything.", "--index", str(handbook_index), "--json")
     assert shown.returncode == 0, shown.stderr
     out = json.loads(shown.stdout)
-    assert out["turn"] == "global" and "plan_turn:global:1" in out["route"]
+    assert out["route"] == "global" and "plan_turn:global:1" in out["path"]
     assert len({c["source"] for c in out["citations"]}) >= 5
     assert out["communities"] and all("documents" in c for c in out["communities"])
 
