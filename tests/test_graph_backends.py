@@ -258,6 +258,33 @@ def test_graph_is_published_with_its_version(
     assert canonical_of(url) == canonical_of(_files_twin(folder, tmp_path))
 
 
+def test_a_postgres_index_published_before_communities_is_read_without_them(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A manifest whose graph entry counts no communities (published before them) is read
+    without them, as on the files backend (the global route groups hits by document), and
+    the next ingest adds them."""
+    import psycopg
+
+    from footnote.store.postgres import PostgresReader
+    from footnote.tools.communities import CommunityView
+
+    folder = write_docs(tmp_path / "docs", TEAM_DOCS)
+    url = f"{pg_server.url}?index=graph_before_communities"
+    ingest([folder], url)
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("UPDATE footnote_indexes SET manifest = manifest #- '{graph,communities}' "
+                     "WHERE name = 'graph_before_communities'")  # fmt: skip
+    reader = PostgresReader(url)
+    graph = reader.graph()
+    assert graph is not None and graph.communities is None
+    assert not CommunityView(reader, reader.select(EVERYONE)).available
+    ingest([write_docs(folder, {**TEAM_DOCS, "nightjar.md": TEAM_SECRET})], url)
+    republished = PostgresReader(url).graph()
+    assert republished is not None and republished.communities is not None
+    assert republished.communities.count >= 2
+
+
 def _files_twin(folder: Path, tmp_path: Path) -> str:
     index = tmp_path / "twin"
     shutil.rmtree(index, ignore_errors=True)
