@@ -19,8 +19,8 @@ and their sources. Either way every sentence is checked against the sources it c
 
 Only the caller's visible chunks take part at every step (tools/communities.py): a
 community, a sentence, an entity name or a report from a document they may not read never
-reaches them. An index without a graph (FOOTNOTE_GRAPH=0, PostgreSQL) groups the hits by
-document instead.
+reaches them. An index without communities (FOOTNOTE_GRAPH=0, or published before them)
+groups the hits by document instead.
 """
 
 from __future__ import annotations
@@ -155,7 +155,7 @@ def select(
     topic = topic_of(question)
     scope = title_scope(view, topic) if topic and view.available else None
     if view.available and (not topic or scope is not None):
-        scoped = view if scope is None else CommunityView(retriever.reader, scope)
+        scoped = view if scope is None else view.narrowed(scope)
         return [
             Selected(c.id, float(len(c.rows)), _spread(retriever, c.rows), c.entities,
                      len(c.rows))

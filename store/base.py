@@ -18,6 +18,8 @@ from footnote.store.types import Caller, Chunk, FileRecord, Filters, Ranked
 if TYPE_CHECKING:  # only annotations need it: the command line starts without numpy
     import numpy as np
 
+    from footnote.store.communities import Communities
+
 STORED: Any = object()
 """Stands for the vector of a chunk the backend already holds and keeps as it is."""
 
@@ -124,6 +126,8 @@ class EntityGraph(Protocol):
 
     rows: int
     arrays: dict[str, np.ndarray]
+    communities: Communities | None
+    """Its communities over the same rows; None for a version published before them."""
 
     @property
     def entities(self) -> int: ...

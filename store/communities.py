@@ -1,5 +1,6 @@
 """Communities of the entity graph: groups of entities that occur together, and the chunks
-that are mostly about them, computed when a files-backend version is published.
+that are mostly about them, computed when a version is published (on PostgreSQL from its
+graph tables, into tables: store/graph_postgres.py). On the files backend:
 
     graph/communities.entity.npy      int32 per entity: its community, -1 for none (an
                                       entity in one chunk only, or a hub)
@@ -51,6 +52,19 @@ title (a long document's chunks belong together)."""
 
 def build_communities(directory: Path, arrays: dict[str, np.ndarray], rows: int) -> dict[str, Any]:
     """Write the community files beside the graph's arrays; returns their summary figures."""
+    found = compute_communities(arrays, rows, rows)
+    directory.mkdir(exist_ok=True)
+    np.save(directory / "communities.entity.npy", found.entity, allow_pickle=False)
+    np.save(directory / "communities.chunk.npy", found.chunk, allow_pickle=False)
+    np.save(directory / "communities.centrality.npy", found.centrality, allow_pickle=False)
+    (directory / "communities.json").write_text(json.dumps(found.info, indent=1), encoding="utf-8")
+    return found.info
+
+
+def compute_communities(arrays: dict[str, np.ndarray], rows: int, chunks: int) -> Communities:
+    """The communities of a graph given as store/graph_files.py's arrays over `rows` chunk
+    rows, `chunks` of which are chunks (every row on the files backend; PostgreSQL's row ids
+    leave gaps): both backends partition their graph here, so one corpus gets one partition."""
     import igraph
     import leidenalg
 
@@ -61,7 +75,7 @@ def build_communities(directory: Path, arrays: dict[str, np.ndarray], rows: int)
     row_of_edge = np.repeat(np.arange(rows, dtype=np.int64), np.diff(indptr))
     df = np.bincount(entity_of_edge, minlength=entities)
     title = np.asarray(arrays["entities.kind"]) == KINDS.index("title")
-    hub = (df > HUB_MIN) & (df > HUB_SHARE * max(rows, 1))
+    hub = (df > HUB_MIN) & (df > HUB_SHARE * max(chunks, 1))
     member = title | ((df >= MIN_CHUNKS) & ~hub)
 
     left = np.asarray(arrays["pairs.left"], dtype=np.int64)
@@ -95,21 +109,23 @@ def build_communities(directory: Path, arrays: dict[str, np.ndarray], rows: int)
         community, row_of_edge, entity_of_edge, weight, rows
     )
     community, chunk_community, count_communities = _renumber(community, chunk_community)
-    directory.mkdir(exist_ok=True)
-    np.save(directory / "communities.entity.npy", community.astype(np.int32), allow_pickle=False)
-    np.save(directory / "communities.chunk.npy", chunk_community.astype(np.int32),
-            allow_pickle=False)  # fmt: skip
-    np.save(directory / "communities.centrality.npy", centrality.astype(np.float32),
-            allow_pickle=False)  # fmt: skip
-    info = {
+    return Communities(
+        community.astype(np.int32),
+        chunk_community.astype(np.int32),
+        centrality.astype(np.float32),
+        community_info(count_communities),
+    )
+
+
+def community_info(count: int) -> dict[str, Any]:
+    """What a version records of how its communities were found, and how many there are."""
+    return {
         "format": COMMUNITY_FORMAT,
         "method": "leiden-modularity",
         "seed": SEED,
         "resolution": RESOLUTION,
-        "communities": count_communities,
+        "communities": count,
     }
-    (directory / "communities.json").write_text(json.dumps(info, indent=1), encoding="utf-8")
-    return info
 
 
 def _assign_chunks(
@@ -196,14 +212,25 @@ def load_communities(directory: Path, rows: int, entities: int) -> Communities:
         if array.dtype != np.dtype(dtype) or array.shape != (length,):
             raise ValueError(f"graph/communities.{name}.npy is not {length} {np.dtype(dtype)}")
         loaded[name] = array
+    return check_communities(Communities(loaded["entity"], loaded["chunk"],
+                                         loaded["centrality"], info))  # fmt: skip
+
+
+def check_communities(
+    communities: Communities, held_in: dict[str, str] | None = None
+) -> Communities:
+    """Ids out of range or a negative centrality are damage (ValueError, naming where the
+    array is held: `held_in` by array name, else the files): shared by both backends."""
+    where = held_in or {name: f"graph/communities.{name}.npy"
+                        for name in ("entity", "chunk", "centrality")}  # fmt: skip
     for name in ("entity", "chunk"):
-        ids = loaded[name]
-        if len(ids) and (ids.min() < -1 or ids.max() >= count):
-            raise ValueError(f"graph/communities.{name}.npy names a community out of range")
-    centrality = loaded["centrality"]
+        ids = getattr(communities, name)
+        if len(ids) and (ids.min() < -1 or ids.max() >= communities.count):
+            raise ValueError(f"{where[name]} names a community out of range")
+    centrality = communities.centrality
     if len(centrality) and not (np.isfinite(centrality).all() and centrality.min() >= 0):
-        raise ValueError("graph/communities.centrality.npy holds a negative or non-finite value")
-    return Communities(loaded["entity"], loaded["chunk"], centrality, info)
+        raise ValueError(f"{where['centrality']} holds a negative or non-finite value")
+    return communities
 
 
 def canonical_communities(

@@ -10,6 +10,8 @@ graph of exactly the version it reads.
                              of the DROP)
     footnote_NAME_entities   per key, its strongest kind and display name over all mentions
     footnote_NAME_pairs      co-occurrence counts per (lo key, hi key, access JSON)
+    footnote_NAME_entity_communities   (key, community) for each entity in a community
+    footnote_NAME_chunk_communities    (row_id, community, centrality) for each chunk in one
 
 An ingest changes only what the changed documents contribute: the rows that go take their
 pairs with them, the fresh rows bring theirs, and the kept rows whose title links may have
@@ -18,6 +20,12 @@ worked out again. The entities of every key touched are recomputed from the ment
 result equals a rebuild: every row's edges are a function of its chunk and the corpus's
 titles, and every table above is a sum or a minimum over rows. Rows are read and written a
 batch at a time, so no step holds the whole graph in Python objects.
+
+The communities (store/communities.py) are a partition of the whole graph, so each ingest
+computes them again from the tables it has just brought up to date, with the files backend's
+algorithm and seed, and replaces both community tables in the same transaction: a reader
+sees the communities of exactly the graph it reads, and the same ones the files backend
+holds for the same corpus. Like the files, the tables hold no text.
 
 A reader loads the tables once per version as the files backend's arrays (`GraphArrays`,
 rows indexed by row_id), with binary COPY into numpy, never a Python object per edge.
@@ -35,6 +43,12 @@ from typing import Any
 
 import numpy as np
 
+from footnote.store.communities import (
+    Communities,
+    check_communities,
+    community_info,
+    compute_communities,
+)
 from footnote.store.entities import KINDS, Mention, TitleMatcher, chunk_mentions, key_hash
 from footnote.store.graph_files import GRAPH_FORMAT, PAIR_ENTITIES, GraphArrays, check_graph
 from footnote.store.text import keyword_tokens
@@ -63,8 +77,17 @@ class GraphTables:
         return f"footnote_{self.name}_pairs"
 
     @property
-    def all(self) -> tuple[str, str, str]:
-        return (self.mentions, self.entities, self.pairs)
+    def entity_communities(self) -> str:
+        return f"footnote_{self.name}_entity_communities"
+
+    @property
+    def chunk_communities(self) -> str:
+        return f"footnote_{self.name}_chunk_communities"
+
+    @property
+    def all(self) -> tuple[str, ...]:
+        return (self.mentions, self.entities, self.pairs, self.entity_communities,
+                self.chunk_communities)  # fmt: skip
 
 
 def drop_tables(conn: Any, tables: GraphTables) -> None:
@@ -91,6 +114,13 @@ def create_tables(conn: Any, tables: GraphTables) -> None:
     conn.execute(
         f"CREATE TABLE {tables.pairs} (lo bigint NOT NULL, hi bigint NOT NULL, "
         "access text NOT NULL, count int NOT NULL, PRIMARY KEY (lo, hi, access))"
+    )
+    conn.execute(
+        f"CREATE TABLE {tables.entity_communities} (key bigint PRIMARY KEY, community int NOT NULL)"
+    )
+    conn.execute(
+        f"CREATE TABLE {tables.chunk_communities} (row_id bigint PRIMARY KEY, "
+        "community int NOT NULL, centrality real NOT NULL)"
     )
 
 
@@ -168,9 +198,7 @@ class GraphUpdate:
             f"{t.pairs}.count + excluded.count"
         )
         conn.execute(f"DELETE FROM {t.pairs} WHERE count <= 0")
-        conn.execute(
-            f"DELETE FROM {t.entities} WHERE key IN (SELECT key FROM graph_touched)"
-        )
+        conn.execute(f"DELETE FROM {t.entities} WHERE key IN (SELECT key FROM graph_touched)")
         conn.execute(
             f"INSERT INTO {t.entities} (key, kind, name) "
             f"SELECT DISTINCT ON (key) key, kind, name FROM {t.mentions} "
@@ -179,7 +207,9 @@ class GraphUpdate:
         )
         conn.execute("DROP TABLE graph_pair_delta")
         conn.execute("DROP TABLE graph_touched")
-        return self.entry()
+        entry = self.entry()
+        entry["communities"] = self._communities(entry)
+        return entry
 
     def entry(self) -> dict[str, Any]:
         t = self.tables
@@ -190,6 +220,27 @@ class GraphUpdate:
         entities, mentions, pairs, access = (int(x) for x in row)
         return {"format": PG_GRAPH_FORMAT, "entities": entities, "mentions": mentions,
                 "pairs": pairs, "access_values": access}  # fmt: skip
+
+    def _communities(self, entry: dict[str, Any]) -> int:
+        """The communities of the graph as the tables now hold it, computed as the files
+        backend computes them, written over the previous ones; returns how many."""
+        conn, t = self.conn, self.tables
+        arrays, rows, _ = read_arrays(conn, t, self.chunks, entry)
+        chunks = int(conn.execute(f"SELECT count(*) FROM {self.chunks}").fetchone()[0])
+        found = compute_communities(arrays, rows, chunks)
+        conn.execute(f"DELETE FROM {t.entity_communities}")
+        conn.execute(f"DELETE FROM {t.chunk_communities}")
+        keys = arrays["entities.keys"]
+        members = np.flatnonzero(found.entity >= 0)
+        with conn.cursor().copy(f"COPY {t.entity_communities} (key, community) FROM STDIN") as cp:
+            for entity in members.tolist():
+                cp.write_row((int(keys[entity]), int(found.entity[entity])))
+        placed = np.flatnonzero(found.chunk >= 0)
+        columns = "row_id, community, centrality"
+        with conn.cursor().copy(f"COPY {t.chunk_communities} ({columns}) FROM STDIN") as cp:
+            for row in placed.tolist():
+                cp.write_row((row, int(found.chunk[row]), float(found.centrality[row])))
+        return found.count
 
     def _scratch(self) -> None:
         self.conn.execute(
@@ -220,9 +271,7 @@ class GraphUpdate:
             # a dotted or underscored name's parts are always among the terms, it may not be
             terms = sorted({t for w in words for t in keyword_tokens(w) if not _JOINED.search(t)})
             condition = "terms @> %(t)s::text[]" if terms else "TRUE"
-            found.update(
-                self._row_ids(f"row_id <= {self.before} AND {condition}", {"t": terms})
-            )
+            found.update(self._row_ids(f"row_id <= {self.before} AND {condition}", {"t": terms}))
             if not terms:
                 break  # every kept row is a candidate already
         return sorted(found)
@@ -375,6 +424,23 @@ def _load(
     conn: Any, tables: GraphTables, chunks: str, entry: dict[str, Any],
     visible_rows: Callable[[Any], np.ndarray],
 ) -> PgGraph:  # fmt: skip
+    arrays, rows, access = read_arrays(conn, tables, chunks, entry)
+    names = [str(r[0]) for r in conn.execute(f"SELECT name FROM {tables.entities} ORDER BY key")]
+    if len(names) != entry["entities"]:
+        raise ValueError(f"{len(names)} entity names for {entry['entities']} entities")
+    communities = None
+    if "communities" in entry:  # an index published before communities has none
+        communities = _load_communities(conn, tables, arrays["entities.keys"], rows, entry)
+    return PgGraph(directory=None, rows=rows, arrays=arrays, communities=communities,  # type: ignore[arg-type]
+                   _names=names, _access=access, visible_rows=visible_rows)  # fmt: skip
+
+
+def read_arrays(
+    conn: Any, tables: GraphTables, chunks: str, entry: dict[str, Any]
+) -> tuple[dict[str, np.ndarray], int, list[Any]]:
+    """The graph tables as store/graph_files.py's arrays over row ids, checked as the files
+    backend checks its own; with the number of rows (the highest row id + 1) and the access
+    values `pairs.access` indexes."""
     t = tables
     entities, mentions, pairs = (entry.get(k) for k in ("entities", "mentions", "pairs"))
     if not all(isinstance(n, int) and n >= 0 for n in (entities, mentions, pairs)):
@@ -386,7 +452,6 @@ def _load(
     keys = ent["key"].astype(np.uint64)
     if entities and (ent["kind"].min() < 0 or ent["kind"].max() >= len(KINDS)):
         raise ValueError("an entity of an unknown kind")  # before the cast to int8 wraps it
-    names = [str(r[0]) for r in conn.execute(f"SELECT name FROM {t.entities} ORDER BY key")]
     edges = copy_fixed(
         conn, f"SELECT row_id, key, weight FROM {t.mentions} ORDER BY row_id, key", None,
         [("row", ">i8"), ("key", ">i8"), ("weight", ">f4")], mentions,
@@ -411,19 +476,50 @@ def _load(
         "mentions.indptr": indptr,
         "mentions.entity": entity.astype(np.int32),
         "mentions.weight": edges["weight"].astype(np.float32),
-        "pairs.left": _positions(keys, found["lo"].astype(np.uint64), "a pair of unknown entities"
-                                 ).astype(np.int32),  # fmt: skip
-        "pairs.right": _positions(keys, found["hi"].astype(np.uint64), "a pair of unknown entities"
-                                  ).astype(np.int32),  # fmt: skip
+        "pairs.left": _positions(
+            keys, found["lo"].astype(np.uint64), "a pair of unknown entities"
+        ).astype(np.int32),  # fmt: skip
+        "pairs.right": _positions(
+            keys, found["hi"].astype(np.uint64), "a pair of unknown entities"
+        ).astype(np.int32),  # fmt: skip
         "pairs.access": found["access"].astype(np.int32),
         "pairs.count": found["count"].astype(np.int32),
     }
     check_graph(arrays, rows, {**entry, "access_values": len(access)})
-    if len(names) != entities:
-        raise ValueError(f"{len(names)} entity names for {entities} entities")
-    parsed = [json.loads(a) for a in access]
-    return PgGraph(directory=None, rows=rows, arrays=arrays, _names=names, _access=parsed,  # type: ignore[arg-type]
-                   visible_rows=visible_rows)  # fmt: skip
+    return arrays, rows, [json.loads(a) for a in access]
+
+
+def _load_communities(
+    conn: Any, tables: GraphTables, keys: np.ndarray, rows: int, entry: dict[str, Any]
+) -> Communities:
+    """The community tables as the files backend's community arrays (-1 where an entity or
+    a row is in none), checked as it checks its files."""
+    count = entry["communities"]
+    if not isinstance(count, int) or isinstance(count, bool) or count < 0:
+        raise ValueError("the manifest's graph entry does not count its communities")
+    members = copy_fixed(
+        conn, f"SELECT key, community FROM {tables.entity_communities} ORDER BY key", None,
+        [("key", ">i8"), ("community", ">i4")],
+    )  # fmt: skip
+    entity = np.full(len(keys), -1, dtype=np.int32)
+    entity[_positions(keys, members["key"].astype(np.uint64), "a community of an unknown entity")
+           ] = members["community"]  # fmt: skip
+    placed = copy_fixed(
+        conn,
+        f"SELECT row_id, community, centrality FROM {tables.chunk_communities} ORDER BY row_id",
+        None, [("row", ">i8"), ("community", ">i4"), ("centrality", ">f4")],
+    )  # fmt: skip
+    at = placed["row"].astype(np.int64)
+    if len(at) and (at.min() < 0 or at.max() >= rows):
+        raise ValueError("a community of a row that is no chunk")
+    chunk = np.full(rows, -1, dtype=np.int32)
+    chunk[at] = placed["community"]
+    centrality = np.zeros(rows, dtype=np.float32)
+    centrality[at] = placed["centrality"]
+    found = Communities(entity, chunk, centrality, community_info(count))
+    held_in = {"entity": tables.entity_communities, "chunk": tables.chunk_communities,
+               "centrality": tables.chunk_communities}  # fmt: skip
+    return check_communities(found, held_in)
 
 
 def _positions(keys: np.ndarray, wanted: np.ndarray, what: str) -> np.ndarray:

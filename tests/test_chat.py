@@ -26,12 +26,12 @@ def test_a_follow_up_in_a_thread_is_read_with_the_earlier_question(
     handbook_index: Path, run_cli: RunCli
 ) -> None:
     alone = ask_json(run_cli, handbook_index, FOLLOW_UP)
-    assert "rewrite_query:condensed" not in alone["route"], "no history: asked as it stands"
+    assert "rewrite_query:condensed" not in alone["path"], "no history: asked as it stands"
 
     first = ask_json(run_cli, handbook_index, FIRST, "--thread", "keys")
-    assert first["citations"][0]["source"] == "keys.md"
+    assert first["citations"][0]["source"] == "keys.md" and first["route"] == "search"
     follow = ask_json(run_cli, handbook_index, FOLLOW_UP, "--thread", "keys")
-    assert "rewrite_query:condensed" in follow["route"], follow["route"]
+    assert "rewrite_query:condensed" in follow["path"], follow["path"]
     assert follow["citations"][0]["source"] == "keys.md"
     assert "grace period" in follow["answer"]
 
@@ -69,7 +69,7 @@ def test_chat_reads_questions_until_end_of_input_and_forgets(
         "--json",
         "--quiet",
     )
-    assert "rewrite_query:condensed" in json.loads(again.stdout)["route"]
+    assert "rewrite_query:condensed" in json.loads(again.stdout)["path"]
 
     forgot = run_cli("chat", "--index", str(handbook_index), "--forget")
     assert forgot.returncode == 0 and "thread 'default' forgotten" in forgot.stdout

@@ -100,7 +100,7 @@ def test_ask_json_reports_the_global_route(handbook_index: Path, run_cli: RunCli
     shown = run_cli("ask", "Summarize everything.", "--index", str(handbook_index), "--json")
     assert shown.returncode == 0, shown.stderr
     out = json.loads(shown.stdout)
-    assert out["turn"] == "global" and "plan_turn:global:1" in out["route"]
+    assert out["route"] == "global" and "plan_turn:global:1" in out["path"]
     assert len({c["source"] for c in out["citations"]}) >= 5
     assert out["communities"] and all("documents" in c for c in out["communities"])
 
@@ -223,7 +223,7 @@ def test_why_this_answer_lists_the_communities_a_global_answer_went_through(
 def test_without_a_graph_the_global_route_groups_hits_by_document(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An index built without the graph (as PostgreSQL's has none) still answers a whole-
+    """An index built without the graph (FOOTNOTE_GRAPH=0) still answers a whole-
     corpus question across documents, from the pipeline's hits grouped by document."""
     monkeypatch.setenv("FOOTNOTE_GRAPH", "0")
     index = tmp_path / "index"

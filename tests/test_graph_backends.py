@@ -1,7 +1,8 @@
 """The entity graph on both backends (store/graph_files.py, store/graph_postgres.py): the same
-graph and the same walk from the same corpus, incremental ingest equal to a rebuild, the
-graph published with its version, damaged graph tables refused, and nothing restricted
-reaching a caller through `footnote graph` on PostgreSQL.
+graph, the same communities and the same walk from the same corpus, incremental ingest equal
+to a rebuild, the graph published with its version, damaged graph tables refused, and
+nothing restricted reaching a caller through `footnote graph` or the global route on
+PostgreSQL.
 
 PostgreSQL is a real server (tests/pg_fixture.py); it must start, never skip.
 """
@@ -15,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from footnote.graph.graph import make_graph
 from footnote.ingest.pipeline import ingest
 from footnote.store.backends import open_reader
+from footnote.store.communities import canonical_communities
 from footnote.store.graph_files import canonical
 from footnote.store.types import Caller, IndexCorrupt, Ranked
 from footnote.tools.graph_search import graph_rank
@@ -25,13 +28,18 @@ from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest, run_stage, search
 from tests.conftest import Locate, RunCli
 from tests.pg_fixture import PgServer
+from tests.test_communities import DOCS as TEAM_DOCS
+from tests.test_communities import MARKERS
+from tests.test_communities import RESTRICTED as TEAM_SECRET
 from tests.test_entity_graph import DOCS, EVERYONE, RESTRICTED, SECRET, write_docs
 
 ADMIN = Caller(groups=frozenset(), admin=True)
 MULTI_HOP = [  # (question, the documents a good answer needs)
     ("Where was the director of Alpha Film born?", {"alpha-film.md", "bruno-kessler.md"}),
-    ("Which team is paged when a service account is misused, and what tool does it own?",
-     {"paging.md", "teams.md"}),  # fmt: skip
+    (
+        "Which team is paged when a service account is misused, and what tool does it own?",
+        {"paging.md", "teams.md"},
+    ),  # fmt: skip
 ]
 HANDBOOK_QUESTIONS = [
     "How often do I have to change my API key?",
@@ -42,7 +50,8 @@ HANDBOOK_QUESTIONS = [
 
 
 def canonical_of(location: str) -> dict[str, Any]:
-    """The live version's graph by chunk id and entity name, whatever the backend's rows."""
+    """The live version's graph and communities by chunk id and entity name, whatever the
+    backend's rows."""
     reader = open_reader(location)
     graph = reader.graph()  # type: ignore[attr-defined]
     assert graph is not None
@@ -54,6 +63,10 @@ def canonical_of(location: str) -> dict[str, Any]:
     empty = {k for k in found["mentions"] if k.startswith("<no chunk")}
     assert all(found["mentions"][k] == [] for k in empty)  # a row that is no chunk has no edge
     found["mentions"] = {k: v for k, v in found["mentions"].items() if k not in empty}
+    assert graph.communities is not None
+    found["communities"] = canonical_communities(graph.communities, graph.names(), ids)
+    assert not any(c.startswith("<no chunk") for cm in found["communities"]
+                   for c, _ in cm["chunks"])  # fmt: skip
     return found
 
 
@@ -81,21 +94,81 @@ def pair(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> tuple
 
 
 @pytest.fixture(scope="module")
-def handbook_pair(
-    pg_server: PgServer, handbook_index: Path, handbook_dir: Path
-) -> tuple[str, str]:
+def handbook_pair(pg_server: PgServer, handbook_index: Path, handbook_dir: Path) -> tuple[str, str]:
     url = f"{pg_server.url}?index=graph_handbook"
     assert not ingest([handbook_dir], url).failed
     return str(handbook_index), url
 
 
+@pytest.fixture(scope="module")
+def team_pair(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """tests/test_communities.py's corpus, whose restricted document shares the Platform
+    Team's community, on both backends."""
+    tmp = tmp_path_factory.mktemp("team-pair")
+    folder = write_docs(tmp / "docs", {**TEAM_DOCS, "nightjar.md": TEAM_SECRET})
+    files, url = str(tmp / "index"), f"{pg_server.url}?index=graph_team"
+    for location in (files, url):
+        assert not ingest([folder], location).failed
+    return files, url
+
+
 def test_both_backends_hold_the_same_graph(
-    pair: tuple[str, str], handbook_pair: tuple[str, str]
+    pair: tuple[str, str], handbook_pair: tuple[str, str], team_pair: tuple[str, str]
 ) -> None:
-    for files, url in (pair, handbook_pair):
-        assert canonical_of(url) == canonical_of(files)
+    """The same mentions, pairs and kinds, and the same communities: the same partition of
+    the entities, the same chunks in each, as central (canonical_of holds both)."""
+    for files, url in (pair, handbook_pair, team_pair):
+        held = canonical_of(url)
+        assert held == canonical_of(files)
+        assert len(held["communities"]) >= 2
         graph = open_reader(url).manifest["graph"]  # type: ignore[attr-defined]
         assert graph["entities"] > 0 and graph["mentions"] > 0 and graph["pairs"] > 0
+        assert graph["communities"] == len(held["communities"])
+
+
+def test_the_global_route_on_postgres_cites_across_communities_and_leaks_nothing(
+    team_pair: tuple[str, str], handbook_pair: tuple[str, str], run_cli: RunCli
+) -> None:
+    """On PostgreSQL the global route answers from the graph's communities (ids, not the
+    documents the fallback groups by), citing more than one of them; an `everyone` caller
+    sees no word of the restricted document in the answer, its citations, the communities
+    used or `footnote graph --communities`, while an insider's answer reaches it."""
+    files, url = team_pair
+    for question, least in (("Summarize everything.", 2),
+                            ("Which documents mention the key vault?", 1)):  # fmt: skip
+        out, twin = (
+            make_graph().invoke({"messages": [{"role": "user", "content": question}]},
+                                context={"index_dir": location})
+            for location in (url, files)
+        )  # fmt: skip
+        assert "plan_turn:global:1" in out["footnote_route"]
+        used = out["footnote_communities"]
+        assert len(used) >= least and all(isinstance(c["id"], int) for c in used), used
+        assert [c["id"] for c in used] == [c["id"] for c in twin["footnote_communities"]]
+        assert len({c["source"] for c in out["citations"]}) >= 2
+        shown = json.dumps([out["messages"][-1].content, out["citations"], used])
+        assert not any(m in shown for m in MARKERS) and "nightjar.md" not in shown
+        inside = make_graph().invoke(
+            {"messages": [{"role": "user", "content": question}]},
+            context={"index_dir": url, "user_groups": ["secret"]},
+        )
+        assert "nightjar.md" in json.dumps(inside["citations"])  # really reachable
+    listed = run_cli("graph", "--index", url, "--communities", "--json")
+    assert listed.returncode == 0, listed.stderr
+    communities = json.loads(listed.stdout)["communities"]
+    assert len(communities) >= 2 and all(c["summary"] for c in communities)
+    assert not any(m in listed.stdout for m in MARKERS)
+    inside = run_cli("graph", "--index", url, "--communities", "--groups", "secret")
+    assert "Nightjar" in inside.stdout
+    files, url = handbook_pair
+    for location in (files, url):
+        out = make_graph().invoke(
+            {"messages": [{"role": "user", "content": "What does the handbook cover?"}]},
+            context={"index_dir": location, "user_groups": ["engineering"]},
+        )
+        sources = {c["source"] for c in out["citations"]}
+        assert sources >= {"keys.md", "expenses.md", "holidays.md", "vpn.md", "oncall.md"}
+        assert all(isinstance(c["id"], int) for c in out["footnote_communities"])
 
 
 def test_the_walk_ranks_alike_on_both_backends(
@@ -185,6 +258,33 @@ def test_graph_is_published_with_its_version(
     assert canonical_of(url) == canonical_of(_files_twin(folder, tmp_path))
 
 
+def test_a_postgres_index_published_before_communities_is_read_without_them(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """A manifest whose graph entry counts no communities (published before them) is read
+    without them, as on the files backend (the global route groups hits by document), and
+    the next ingest adds them."""
+    import psycopg
+
+    from footnote.store.postgres import PostgresReader
+    from footnote.tools.communities import CommunityView
+
+    folder = write_docs(tmp_path / "docs", TEAM_DOCS)
+    url = f"{pg_server.url}?index=graph_before_communities"
+    ingest([folder], url)
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute("UPDATE footnote_indexes SET manifest = manifest #- '{graph,communities}' "
+                     "WHERE name = 'graph_before_communities'")  # fmt: skip
+    reader = PostgresReader(url)
+    graph = reader.graph()
+    assert graph is not None and graph.communities is None
+    assert not CommunityView(reader, reader.select(EVERYONE)).available
+    ingest([write_docs(folder, {**TEAM_DOCS, "nightjar.md": TEAM_SECRET})], url)
+    republished = PostgresReader(url).graph()
+    assert republished is not None and republished.communities is not None
+    assert republished.communities.count >= 2
+
+
 def _files_twin(folder: Path, tmp_path: Path) -> str:
     index = tmp_path / "twin"
     shutil.rmtree(index, ignore_errors=True)
@@ -209,14 +309,20 @@ def test_damaged_graph_tables_are_refused(pg_server: PgServer, tmp_path: Path) -
         ("UPDATE {e} SET kind = 42 WHERE ctid = (SELECT min(ctid) FROM {e})", "unknown kind"),
         ("UPDATE {p} SET count = 0 WHERE ctid = (SELECT min(ctid) FROM {p})", "below one"),
         ("UPDATE {m} SET weight = -1 WHERE ctid = (SELECT min(ctid) FROM {m})", "negative"),
-    ]
+        ("UPDATE {c} SET community = 10000 WHERE ctid = (SELECT min(ctid) FROM {c})",
+         "out of range"),
+        ("UPDATE {c} SET centrality = -1 WHERE ctid = (SELECT min(ctid) FROM {c})", "negative"),
+        ("UPDATE {ec} SET key = 12345 WHERE ctid = (SELECT min(ctid) FROM {ec})",
+         "unknown entity"),
+    ]  # fmt: skip
     for statement, reason in damage:
         ingest([folder], url)
         assert PostgresReader(url).graph() is not None
         with psycopg.connect(conninfo, autocommit=True) as conn:
-            conn.execute(statement.format(m="footnote_graph_damage_mentions",
-                                          e="footnote_graph_damage_entities",
-                                          p="footnote_graph_damage_pairs"))  # fmt: skip
+            tables = {k: f"footnote_graph_damage_{v}" for k, v in (
+                ("m", "mentions"), ("e", "entities"), ("p", "pairs"),
+                ("c", "chunk_communities"), ("ec", "entity_communities"))}  # fmt: skip
+            conn.execute(statement.format(**tables))
         with pytest.raises(IndexCorrupt, match="modified or damaged") as caught:
             PostgresReader(url).graph()
         assert reason in str(caught.value)

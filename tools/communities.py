@@ -11,6 +11,7 @@ community's membership was computed from.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -59,19 +60,29 @@ class Community:
 
 
 class CommunityView:
-    """One caller's view of one version's communities; `mask` is the caller's visible rows
-    (the reader's `select`)."""
+    """One caller's view of one version's communities; `selection` is what the reader's
+    `select` gave for the caller (on either backend: the graph turns it into visible rows)."""
 
-    def __init__(self, reader: Any, mask: Any) -> None:
+    def __init__(self, reader: Any, selection: Any) -> None:
         graph_of = getattr(reader, "graph", None)
         graph = graph_of() if graph_of is not None else None
         # a version built before communities is read like one without a graph
         self.graph = graph if graph is not None and graph.communities is not None else None
         self.reader = reader
-        if self.graph is None:  # (a PostgreSQL mask is no row array)
+        if self.graph is None:
             return
+        self._see(self.graph.row_mask(selection))
+
+    def _see(self, mask: np.ndarray) -> None:
+        assert self.graph is not None
         self.mask = np.asarray(mask, dtype=bool)
         self.df = self.graph.binary().T @ self.mask.astype(np.float64)
+
+    def narrowed(self, rows: np.ndarray) -> CommunityView:
+        """The same caller's view over only these of their rows (a mask over the graph's)."""
+        view = copy.copy(self)
+        view._see(self.mask & rows)
+        return view
 
     @property
     def available(self) -> bool:

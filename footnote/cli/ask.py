@@ -14,10 +14,10 @@ from footnote.cli.console import add_reranker_options
 from footnote.store.postgres import redact
 
 
-def planned_turn(route: list[str]) -> str | None:
-    """What the planner made of the turn ("search", "global", "reply"): the kind of route,
-    which the step list (`route`) records as plan_turn:<turn>:<parts>."""
-    for step in route:
+def planned_route(path: list[str]) -> str | None:
+    """The route the planner chose for the turn ("search", "global", "reply"), which the
+    graph's step list (`path`) records as plan_turn:<route>:<parts>."""
+    for step in path:
         if step.startswith("plan_turn:"):
             return step.split(":")[1]
     return None
@@ -118,12 +118,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
     if args.json:
-        route = final.get("footnote_route", [])
+        path = final.get("footnote_route", [])
         out = {
             "answer": answer,
             "citations": citations,
-            "turn": planned_turn(route),
-            "route": route,
+            "route": planned_route(path),
+            "path": path,
             "notices": final.get("footnote_notices", []),
             "invalid_citations": final.get("footnote_invalid_citations", []),
             "unsupported_claims": final.get("footnote_unsupported_claims", []),
@@ -413,7 +413,9 @@ def add_answer_options(p: argparse.ArgumentParser, default_index: Callable[[], s
         metavar="N",
         help=f"most searches one question may make (default: {defaults.max_searches_per_turn})",
     )
-    p.add_argument("--json", action="store_true", help="print answer, citations and route as JSON")
+    p.add_argument(
+        "--json", action="store_true", help="print answer, citations, route and path as JSON"
+    )
     p.add_argument("--quiet", action="store_true", help="no progress lines")
 
 
