@@ -349,6 +349,13 @@ def offline_grades(
     return [max(c, g) for c, g in zip(calibrated, linear, strict=True)]
 
 
+def may_pass(candidates: Sequence[Candidate], question: str, threshold: float) -> list[bool]:
+    """Which candidates the calibrated grader could pass if their words matched perfectly
+    (token recall 1, its neutral value): the only ones whose token recall is worth measuring,
+    since the grade can only fall as the recall does (its weights are never negative)."""
+    return [g >= threshold for g in shipped_grader().grades(candidates, question)]
+
+
 def reads_token_recall(grader: OfflineGrader) -> bool:
     """Whether the grader weighs the `token_recall` evidence, which costs a forward pass per
     chunk to measure (tools.documents.with_token_recall)."""

@@ -25,7 +25,7 @@ from pydantic import BaseModel, Field, create_model
 from footnote.graph import global_route, grounding, hops, offline, planner, prompts
 from footnote.graph.citations import citation_entries, format_sources, verify
 from footnote.graph.context import Context
-from footnote.graph.grader import offline_grades, reads_token_recall
+from footnote.graph.grader import may_pass, offline_grades, reads_token_recall
 from footnote.graph.models import ChatModels, Role, is_timeout
 from footnote.graph.state import (
     CLEAR,
@@ -680,7 +680,11 @@ class AnswerNodes:
         were made (a structured-output method, or "offline")."""
         if reads_token_recall(context.offline_grader):
             candidates = with_token_recall(
-                list(candidates), question, context.index_dir, context.embeddings
+                list(candidates),
+                question,
+                context.index_dir,
+                context.embeddings,
+                measure=may_pass(candidates, question, context.grade_threshold),
             )
         fallback = offline_grades(
             candidates, context.offline_grader, question, context.grade_threshold

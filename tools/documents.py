@@ -131,17 +131,29 @@ def retrieve_candidates(request: SearchRequest, question: str = "") -> list[Cand
 
 
 def with_token_recall(
-    candidates: list[Candidate], question: str, index_dir: str, embeddings: str = ""
+    candidates: list[Candidate],
+    question: str,
+    index_dir: str,
+    embeddings: str = "",
+    measure: list[bool] | None = None,
 ) -> list[Candidate]:
     """The candidates with `token_recall` evidence added (where the index's embedder has
     token vectors). Apart from `retrieve_candidates` because it costs a forward pass per
-    chunk, and only the calibrated grader reads it."""
+    chunk, and only the calibrated grader reads it. `measure` names the candidates worth
+    the pass; the others get the lowest recall, 0."""
+    measure = measure if measure is not None else [True] * len(candidates)
+    chosen = [c for c, m in zip(candidates, measure, strict=True) if m]
     retriever = get_retriever(index_dir, embeddings)
-    texts = [embedding_text_of(c["document"]) for c in candidates]
-    recalls = retriever.token_recalls(question, texts)
+    measured = iter(
+        retriever.token_recalls(question, [embedding_text_of(c["document"]) for c in chosen])
+    )
+    unmeasured = {"token_recall": 0.0, "token_recall_min": 0.0}
     return [
-        Candidate(document=c["document"], evidence={**c["evidence"], **recall})  # type: ignore[typeddict-item]
-        for c, recall in zip(candidates, recalls, strict=True)
+        Candidate(
+            document=c["document"],
+            evidence={**c["evidence"], **(next(measured) if m else unmeasured)},  # type: ignore[typeddict-item]
+        )
+        for c, m in zip(candidates, measure, strict=True)
     ]
 
 
