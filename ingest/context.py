@@ -6,7 +6,8 @@ write a short note situating each chunk in its document; this is the model-free 
 
 - the document's lead sentence and its most central sentences (those whose words recur
   across the document's chunks), a short extractive summary shared by all its chunks;
-- the key terms of the chunks before and after it, so a chunk knows its neighbourhood.
+- the key terms of the chunks before and after it, so a chunk knows its neighbourhood;
+- optionally (`previous_words`), the opening words of the section before its own.
 
 The context is embedded and keyword-indexed with the chunk (`store.text.embedding_text`),
 and never quoted: a citation shows the chunk's own text. It depends only on the document,
