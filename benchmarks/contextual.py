@@ -194,7 +194,7 @@ def measure(
     limit: int | None,
     stages: list[str],
     judged: set[str],
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     from ranx import Qrels, Run, evaluate
 
     dataset = load_beir(dataset_dir)
@@ -202,7 +202,7 @@ def measure(
     runners = default_runners(retriever, stages, DEPTH)
     queries = [(q, text) for q, text in dataset.queries.items() if q in judged][:limit]
     qrels = Qrels({qid: dataset.qrels[qid] for qid, _ in queries})
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for stage, runner in runners.items():
         run: dict[str, dict[str, float]] = {}
         for qid, query in queries:
