@@ -35,7 +35,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from footnote.evaluation.retrieval import default_runners, load_beir
+from footnote.evaluation.retrieval import BeirDataset, default_runners, load_beir
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.context import ContextSettings
 from footnote.ingest.documents import ParsedDocument, Section
@@ -69,6 +69,15 @@ VARIANTS: dict[str, ContextSettings] = {
         kind="offline", summary_max_chunks=8, new_terms_only=True, fields="keywords"
     ),
     "chunk-specific": ContextSettings(kind="offline", summary_max_chunks=8, new_terms_only=True),
+    "previous-keywords": ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, previous_words=25, fields="keywords"
+    ),
+    "previous": ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, previous_words=25
+    ),
+    "summary-previous-keywords": ContextSettings(
+        kind="offline", neighbour_terms=0, previous_words=25, fields="keywords"
+    ),
 }
 """`offline` is what `--context offline` builds; the others take it apart, and the
 `-keywords` ones put the context in BM25 only (their vectors are those of `none`)."""
@@ -185,7 +194,7 @@ def measure(
     limit: int | None,
     stages: list[str],
     judged: set[str],
-) -> dict[str, dict[str, float]]:
+) -> dict[str, dict[str, Any]]:
     from ranx import Qrels, Run, evaluate
 
     dataset = load_beir(dataset_dir)
@@ -193,7 +202,7 @@ def measure(
     runners = default_runners(retriever, stages, DEPTH)
     queries = [(q, text) for q, text in dataset.queries.items() if q in judged][:limit]
     qrels = Qrels({qid: dataset.qrels[qid] for qid, _ in queries})
-    out: dict[str, dict[str, float]] = {}
+    out: dict[str, dict[str, Any]] = {}
     for stage, runner in runners.items():
         run: dict[str, dict[str, float]] = {}
         for qid, query in queries:
@@ -211,8 +220,55 @@ def measure(
             "mrr@10": round(float(scores["mrr@10"]), 4),
             "recall@10": round(float(scores["recall@10"]), 4),
             "failure@20": round(1 - float(scores["recall@20"]), 4),
+            "misses": misses(run, dataset.qrels),
         }
     return out
+
+
+def misses(run: dict[str, dict[str, float]], qrels: dict[str, dict[str, int]]) -> dict[str, Any]:
+    """The queries whose answer is not in the top 10: where it ranked (None: not in the top
+    DEPTH) and the three passages ranked first instead, for `--misses`."""
+    out: dict[str, Any] = {}
+    for qid, scored in run.items():
+        ranked = sorted(scored, key=lambda d: -scored[d])
+        rank = next((i + 1 for i, d in enumerate(ranked) if qrels[qid].get(d, 0) > 0), None)
+        if rank is None or rank > 10:
+            out[qid] = {"rank": rank, "instead": ranked[:3]}
+    return out
+
+
+def misses_report(results: list[dict[str, Any]], datasets: list[Path]) -> str:
+    """Each variant's queries out of the top 10 per stage, beside `none`'s: the query, where
+    its answer ranked, its page title and opening, and what ranked first instead."""
+    folders = {d.resolve().name: d for d in datasets}
+    lines = []
+    for result in results:
+        dataset = load_beir(folders[result["dataset"]])
+        base = result["variants"].get("none", {}).get("stages", {})
+        for stage in result["stages"]:
+            for variant, measured in result["variants"].items():
+                missed = measured["stages"].get(stage, {}).get("misses")
+                if missed is None:
+                    continue
+                before = base.get(stage, {}).get("misses", {})
+                lines.append(f"## {result['dataset']} {stage} {variant}: {len(missed)} missed")
+                for qid in sorted({*missed, *(before if variant != "none" else ())}):
+                    rank = missed[qid]["rank"] if qid in missed else "<=10"
+                    was = before[qid]["rank"] if qid in before else "<=10"
+                    gold = next(iter(dataset.qrels[qid]))
+                    lines.append(f"- {qid} rank {rank} (none: {was}): {dataset.queries[qid]}")
+                    lines.append(f"    answer:  {passage(dataset, gold)}")
+                    for doc_id in missed.get(qid, {}).get("instead", []):
+                        lines.append(f"    instead: {passage(dataset, doc_id)}")
+                lines.append("")
+    return "\n".join(lines)
+
+
+def passage(dataset: BeirDataset, doc_id: str) -> str:
+    """A passage in one line: its id, page title and opening words."""
+    found = dataset.corpus.get(doc_id, {})
+    title = " ".join(found.get("title", "").split())
+    return f"{doc_id} [{title}] {' '.join(found.get('text', '').split())[:90]}"
 
 
 def table(result: dict[str, Any]) -> str:
@@ -253,6 +309,24 @@ def table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def merged_results(paths: list[Path]) -> list[dict[str, Any]]:
+    """Earlier --json results by dataset, variants run apart merged, `none` first."""
+    merged: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for result in json.loads(path.read_text(encoding="utf-8")):
+            into = merged.setdefault(result["dataset"], {**result, "variants": {}})
+            into["stages"] = [s for s in STAGES if s in {*into["stages"], *result["stages"]}]
+            for name, variant in result["variants"].items():
+                # A variant measured again for more stages keeps its first ingest.
+                known = into["variants"].setdefault(name, variant)
+                known["stages"] = {**variant["stages"], **known["stages"]}
+    for result in merged.values():
+        order = ["none", *(v for v in result["variants"] if v != "none")]
+        found = result["variants"]
+        result["variants"] = {v: found[v] for v in order if v in found}
+    return list(merged.values())
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("datasets", nargs="*", type=Path, help="BEIR folders")
@@ -285,22 +359,21 @@ def main(argv: list[str] | None = None) -> int:
         metavar="JSON",
         help="print the tables of earlier --json results (variants run apart are merged)",
     )
+    parser.add_argument(
+        "--misses",
+        nargs="+",
+        type=Path,
+        default=None,
+        metavar="JSON",
+        help="list the queries out of the top 10 in earlier --json results (give the datasets)",
+    )
     args = parser.parse_args(argv)
     if args.tables:
-        merged: dict[str, dict[str, Any]] = {}
-        for path in args.tables:
-            for result in json.loads(path.read_text(encoding="utf-8")):
-                into = merged.setdefault(result["dataset"], {**result, "variants": {}})
-                into["stages"] = [s for s in STAGES if s in {*into["stages"], *result["stages"]}]
-                for name, variant in result["variants"].items():
-                    # A variant measured again for more stages keeps its first ingest.
-                    known = into["variants"].setdefault(name, variant)
-                    known["stages"] = {**variant["stages"], **known["stages"]}
-        for result in merged.values():
-            order = ["none", *(v for v in result["variants"] if v != "none")]
-            found = result["variants"]
-            result["variants"] = {v: found[v] for v in order if v in found}
+        for result in merged_results(args.tables):
             print(table(result) + "\n")
+        return 0
+    if args.misses:
+        print(misses_report(merged_results(args.misses), args.datasets))
         return 0
     server = None
     if args.smollm2:

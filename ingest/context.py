@@ -6,7 +6,8 @@ write a short note situating each chunk in its document; this is the model-free 
 
 - the document's lead sentence and its most central sentences (those whose words recur
   across the document's chunks), a short extractive summary shared by all its chunks;
-- the key terms of the chunks before and after it, so a chunk knows its neighbourhood.
+- the key terms of the chunks before and after it, so a chunk knows its neighbourhood;
+- optionally (`previous_words`), the opening words of the section before its own.
 
 The context is embedded and keyword-indexed with the chunk (`store.text.embedding_text`),
 and never quoted: a citation shows the chunk's own text. It depends only on the document,
@@ -57,6 +58,10 @@ class ContextSettings:
     new_terms_only: bool = False
     """Neighbours' key terms the chunk itself already holds are left out, so the context
     only adds words (BM25 gains nothing from repeating the chunk's own)."""
+    previous_words: int = 0
+    """The opening words of the section before the chunk's (0: none). A section often follows
+    on from the one before (a follow-up question, the next step) and need not name what it
+    continues; the previous section's opening usually does."""
     fields: ContextFields = "both"
     """Where the context goes: `both` (embedded and keyword-indexed, Anthropic's recipe) or
     `keywords` (BM25 only; the vectors are those of no context, so the cache serves them)."""
@@ -100,7 +105,13 @@ def recorded_context(manifest: dict[str, Any] | None) -> ContextSettings | None:
         settings = ContextSettings(**known)
     except (TypeError, KeyError) as exc:
         raise IndexMismatch(f"the index manifest's context record is malformed: {raw!r}") from exc
-    counts = ("summary_sentences", "neighbour_terms", "document_terms", "summary_max_chunks")
+    counts = (
+        "summary_sentences",
+        "neighbour_terms",
+        "document_terms",
+        "summary_max_chunks",
+        "previous_words",
+    )
     well_formed = (
         settings.kind in KINDS
         and settings.fields in FIELDS
@@ -129,11 +140,18 @@ def _name(settings: ContextSettings | None) -> str:
     return "?" if settings is None else settings.model or settings.kind
 
 
-def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) -> list[str | None]:
+def chunk_contexts(
+    title: str,
+    texts: Sequence[str],
+    settings: ContextSettings,
+    sections: Sequence[str] | None = None,
+) -> list[str | None]:
     """One context per chunk text of one document, in order (None for no context); a
-    model's contexts are written by `ingest.model_context` instead."""
+    model's contexts are written by `ingest.model_context` instead. `sections` names each
+    chunk's section (chunks of one section share it; without it each chunk is one)."""
     if settings.kind != "offline" or not texts:
         return [None] * len(texts)
+    previous = _previous_openings(texts, sections or range(len(texts)), settings.previous_words)
     chunk_words = [_content_words(text) for text in texts]
     spread = Counter(w for words in chunk_words for w in set(words))
     long = 0 < settings.summary_max_chunks < len(texts)
@@ -142,6 +160,8 @@ def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) 
     out: list[str | None] = []
     for i in range(len(texts)):
         parts = [summary] if summary else []
+        if previous[i]:
+            parts.append(f"After: {previous[i]}")
         if key_terms:
             parts.append(f"Topics: {', '.join(key_terms)}.")
         near = [
@@ -155,6 +175,20 @@ def chunk_contexts(title: str, texts: Sequence[str], settings: ContextSettings) 
             parts.append(f"Nearby: {', '.join(terms)}.")
         out.append(" ".join(parts) or None)
     return out
+
+
+def _previous_openings(texts: Sequence[str], sections: Sequence[object], size: int) -> list[str]:
+    """For each chunk, the first `size` words of the section before its own ('' for the
+    first section): every chunk of a section gets the same opening."""
+    if size <= 0:
+        return [""] * len(texts)
+    openings: list[str] = []
+    before = current = ""
+    for i, text in enumerate(texts):
+        if i == 0 or sections[i] != sections[i - 1]:
+            before, current = current, " ".join(text.split()[:size])
+        openings.append(before)
+    return openings
 
 
 def _content_words(text: str) -> list[str]:

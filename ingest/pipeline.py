@@ -602,7 +602,9 @@ def update_index(
                     contexts = (
                         writer.contexts(digest, doc.title, texts, [c.section for c in chunks])
                         if writer is not None
-                        else chunk_contexts(doc.title, texts, context)
+                        else chunk_contexts(
+                            doc.title, texts, context, [c.id.rpartition(":")[0] for c in chunks]
+                        )
                     )
                     for chunk, situated in zip(chunks, contexts, strict=True):
                         chunk.context = situated

@@ -103,6 +103,26 @@ def test_a_long_document_gets_no_shared_summary_and_neighbours_add_only_new_term
     assert "release" in (chunk_contexts("Z", texts, repeating)[1] or "")
 
 
+def test_a_section_gets_the_opening_words_of_the_section_before_it() -> None:
+    texts = [
+        "Debian supports booting with System V init, via the sysvinit-core package.",
+        "The scripts in /etc/rcN.d/ are symbolic links back to /etc/init.d/.",
+        "If you like neither, you might like openrc or runit.",
+        "Install the libpaper1 package to set the paper size.",
+    ]
+    sections = ["doc#sysvinit", "doc#sysvinit", "doc#altboot", "doc#papersize"]
+    follow = ContextSettings(
+        kind="offline", summary_sentences=0, neighbour_terms=0, previous_words=4
+    )
+    contexts = chunk_contexts("Customizing", texts, follow, sections)
+    # The first section follows nothing; both chunks of a section share what came before.
+    assert contexts[:2] == [None, None]
+    assert contexts[2] == "After: Debian supports booting with"
+    assert contexts[3] == "After: If you like neither,"
+    # Without sections each chunk is its own section.
+    assert chunk_contexts("Customizing", texts, follow)[1] == "After: Debian supports booting with"
+
+
 def test_a_keywords_only_context_is_searched_by_bm25_and_keeps_the_plain_vectors(
     locate: Locate, tmp_path: Path, model: CountingEmbeddings
 ) -> None:
