@@ -29,6 +29,7 @@ sys.path.insert(0, str(REPO))
 
 from footnote.evaluation.retrieval import prepare_index  # noqa: E402
 from footnote.graph import planner, support  # noqa: E402
+from footnote.graph.state import planned_route  # noqa: E402
 from footnote.tools.retrieval import get_retriever  # noqa: E402
 
 QUESTIONS = REPO / "benchmarks" / "questions"
@@ -95,7 +96,7 @@ def measure(
                 "missed": sorted(relevant - cited),
                 "claims": len(checks),
                 "supported": sum(c.supported for c in checks),
-                "route": [r for r in state["footnote_route"] if r.startswith("plan_turn")],
+                "route": planned_route(state["footnote_route"]),
                 "communities": len(state.get("footnote_communities") or []),
             }
         rows.append(row)

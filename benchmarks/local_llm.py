@@ -103,7 +103,7 @@ def ask(
             "citations_invalid": 0,
             "unsupported_claims": None,
             "fallback_notices": [],
-            "route": [],
+            "path": [],
             "answer": "",
             "error": f"{type(exc).__name__}: {exc}",
         }
@@ -153,7 +153,7 @@ def _ask(
         "citations_invalid": len(final.get("footnote_invalid_citations", [])),
         "unsupported_claims": None if unsupported is None else len(unsupported),
         "fallback_notices": [n for n in final.get("footnote_notices", []) if "fell back" in n],
-        "route": final.get("footnote_route", []),
+        "path": final.get("footnote_route", []),
         "answer": final["messages"][-1].content if final.get("messages") else "",
     }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, NotRequired, TypeVar
 
@@ -16,6 +17,17 @@ CLEAR: Literal["clear"] = "clear"
 """Send this to an appending field to empty it (a new question, a new retrieval round)."""
 
 T = TypeVar("T")
+
+
+def planned_route(path: Sequence[str]) -> str | None:
+    """The route the planner chose for the turn ("search", "global", "reply", or a model's
+    "clarify"; None for a run without a planner), read from the step list (`footnote_route`,
+    a surface's `path`) that records it as plan_turn:<route>:<parts>: every surface reports
+    `route` and `path` from this one reading."""
+    for step in path:
+        if step.startswith("plan_turn:"):
+            return step.split(":")[1]
+    return None
 
 
 def append_or_clear(existing: list[T] | None, new: list[Any] | Literal["clear"] | None) -> list[T]:
@@ -72,7 +84,8 @@ class OutputState:
     """The question's parts: each with whether the documents covered it and the citation
     numbers of its answer. A single question has one part; a turn that needed no search none."""
     footnote_route: Annotated[list[str], append_or_clear] = field(default_factory=list)
-    """The path taken through the graph, e.g. plan_turn:search:1, rewrite_query, ..."""
+    """The path taken through the graph, e.g. plan_turn:search:1, rewrite_query, ...; what
+    clients get as `path`, beside its `route` (`planned_route`)."""
     footnote_notices: Annotated[list[str], append_or_clear] = field(default_factory=list)
     """Things the user should know (HyDE unavailable offline, web search off, budget spent)."""
     footnote_invalid_citations: list[int] = field(default_factory=list)

@@ -30,7 +30,7 @@ from footnote.feedback.records import (
     send_to_langsmith,
     tracing_on,
 )
-from footnote.feedback.why import AnswerNotFound, answer_record, field
+from footnote.feedback.why import AnswerNotFound, answer_record, field, shown
 from footnote.graph.graph import make_graph
 from footnote.graph.prompts import NOT_COVERED
 from tests.pg_fixture import PgServer
@@ -76,7 +76,8 @@ def answer(
         "not_covered": not_covered,
         "citations": citations,
         "why": {
-            "route": ["new_question"],
+            "route": None,
+            "path": ["new_question"],
             "passages": {
                 "keys.md#rotation:0": {"title": "API keys > Rotation", "text": "every 90 days"},
                 "keys.md#scopes:0": {"title": "API keys > Scopes", "text": "keys have scopes"},
@@ -463,7 +464,8 @@ def test_why_reads_each_parts_rounds_from_its_finding() -> None:
         {"part": 1, "question": "Who pages?", "searches": 2, "model_calls": 0, "kept": 1},
     ]
     assert why["searches"] == 3 and [p["covered"] for p in why["parts"]] == [True, True]
-    assert why["route"][:2] == ["new_question", "plan_turn:search:2"]
+    assert why["route"] == "search"
+    assert why["path"][:2] == ["new_question", "plan_turn:search:2"]
     assert why["invalid_citations"] == [3]
     assert why["notices"] == ["HyDE needs a chat model; it is unavailable offline."]
     # The export's corpus: every kept chunk, with its text (the trace carries none).
@@ -564,6 +566,8 @@ def test_why_of_an_older_run_is_read_from_the_root_checkpoints() -> None:
     assert outcome == {"keys.md#rotation:0": True, "oncall.md#paging:0": False}
     assert round1["candidates"][0]["evidence"] == {"dense": 0.8, "coverage": 0.6}
     assert why["invalid_citations"] == [3]
+    assert why["path"] == ["new_question", "grade_documents:1/2", "generate"]
+    assert why["route"] is None  # the single-part graph had no planner
     assert why["notices"] == ["HyDE needs a chat model; it is unavailable offline."]
     assert why["searches"] == [{"query": "how often", "stage": "pipeline"}]  # namespaced key
     assert set(why["passages"]) == {"keys.md#rotation:0", "oncall.md#paging:0"}
@@ -572,6 +576,15 @@ def test_why_of_an_older_run_is_read_from_the_root_checkpoints() -> None:
     assert later["not_covered"] and later["run_id"] == "run-2" and later["citations"] == []
     with pytest.raises(AnswerNotFound):
         answer_record(_legacy_history(), "thread", "h1")  # a question is not an answer
+
+
+def test_a_why_recorded_before_path_had_its_name_is_shown_as_today() -> None:
+    """Older rows kept the graph's steps under `route`; the page and API read `path`."""
+    steps = ["new_question", "plan_turn:global:1", "global_answer:2", "verify_citations"]
+    old = {"route": steps, "notices": [], "passages": {"keys.md#rotation:0": {"text": "x"}}}
+    assert shown(old) == {"route": "global", "path": steps, "notices": []}
+    today = {"route": "reply", "path": ["new_question", "plan_turn:reply:0", "reply"]}
+    assert shown(today) == today
 
 
 def test_fields_are_read_by_name_or_namespaced_name() -> None:

@@ -215,7 +215,7 @@ def test_why_this_answer_lists_the_communities_a_global_answer_went_through(
                                                             "step": 5}}]  # fmt: skip
     why = answer_record(history, "thread", str(answer.id))["why"]
     assert why["communities"] == out["footnote_communities"] and why["communities"]
-    assert "plan_turn:global:1" in why["route"]
+    assert why["route"] == "global" and "plan_turn:global:1" in why["path"]
     page = (Path(__file__).parents[1] / "footnote" / "server" / "ui" / "feedback.js").read_text()
     assert "why.communities" in page and 'case "global_answer"' in page
 

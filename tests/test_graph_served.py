@@ -196,7 +196,8 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
                 if not result.isError and tool == "search":
                     seen[user] |= {h["source"] for h in result.structuredContent["results"]}
                 if tool == "ask" and arguments["question"] in GLOBAL:  # really the global route
-                    assert "plan_turn:global:1" in answer["route"], (arguments, answer["route"])
+                    assert answer["route"] == "global", (arguments, answer["path"])
+                    assert "plan_turn:global:1" in answer["path"], (arguments, answer["path"])
                 count += 1
 
             for query in QUERIES:

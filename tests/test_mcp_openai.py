@@ -151,7 +151,8 @@ def test_mcp_search_ask_fetch_and_list_sources_as_the_caller(served: Served) -> 
             answer = structured(await session.call_tool("ask", {"question": PUBLIC_QUESTION}))
             assert "[1]" in answer["answer"] and not answer["not_covered"]
             assert answer["citations"][0]["source"] == "keys.md"
-            assert answer["parts"][0]["covered"] and answer["route"]
+            assert answer["parts"][0]["covered"] and answer["route"] == "search"
+            assert "plan_turn:search:1" in answer["path"], answer["path"]
             follow = structured(
                 await session.call_tool(
                     "ask",
@@ -329,10 +330,11 @@ def test_openai_history_comes_from_the_request_messages(served: Served) -> None:
     ]
     follow = client.chat.completions.create(model="footnote", messages=history)
     extra = (follow.model_extra or {})["footnote"]
-    assert any("condensed" in step for step in extra["route"]), extra["route"]
+    assert extra["route"] == "search"
+    assert any("condensed" in step for step in extra["path"]), extra["path"]
     assert extra["citations"] and "[1]" in (follow.choices[0].message.content or "")
     alone = client.chat.completions.create(model="footnote", messages=history[-1:])
-    assert (alone.model_extra or {})["footnote"]["route"] != extra["route"]
+    assert (alone.model_extra or {})["footnote"]["path"] != extra["path"]
 
 
 def test_openai_errors_have_openai_shape(served: Served) -> None:

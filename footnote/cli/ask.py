@@ -14,15 +14,6 @@ from footnote.cli.console import add_reranker_options
 from footnote.store.postgres import redact
 
 
-def planned_route(path: list[str]) -> str | None:
-    """The route the planner chose for the turn ("search", "global", "reply"), which the
-    graph's step list (`path`) records as plan_turn:<route>:<parts>."""
-    for step in path:
-        if step.startswith("plan_turn:"):
-            return step.split(":")[1]
-    return None
-
-
 def _print_sources(citations: list[dict[str, Any]]) -> None:
     from footnote.cli.console import format_location
 
@@ -40,7 +31,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
     from footnote.graph.models import describe_failure
-    from footnote.graph.state import InputState
+    from footnote.graph.state import InputState, planned_route
     from footnote.store.types import IndexError_
 
     given = {

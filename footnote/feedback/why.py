@@ -1,11 +1,12 @@
 """How an answer was made, read from the run's own checkpoints (a thread's history).
 
 Pure functions of the history the LangGraph server returns (`POST /threads/{id}/history`,
-newest first): no graph, no index. The answer graph records its route, notices, each part's
-findings (kept documents, searches, and a trace of each retrieval round: query, candidates
-with their grading evidence, grade and fate), and the citation checks; this module picks one
-answer's run out of the history and lays those out. Runs of the older, single-part graph
-graded in the root graph, so their rounds are read from its checkpoints instead.
+newest first): no graph, no index. The answer graph records its steps (the why's `path`, and
+from them its `route`), notices, each part's findings (kept documents, searches, and a trace of
+each retrieval round: query, candidates with their grading evidence, grade and fate), and the
+citation checks; this module picks one answer's run out of the history and lays those out.
+Runs of the older, single-part graph graded in the root graph, so their rounds are read from
+its checkpoints instead.
 Fields are read by name and defensively: a missing or renamed field is left out, never an
 error, so the "why" survives changes to the state.
 """
@@ -16,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from footnote.graph.prompts import NOT_COVERED
+from footnote.graph.state import planned_route
 
 MAX_HISTORY = 500
 """Checkpoints read per thread: about fifty questions back."""
@@ -258,11 +260,13 @@ def answer_record(
     citations = [c for c in field(values, "citations", []) or [] if isinstance(c, Mapping)]
     answer = text_of(messages[-1])
     findings = _findings(values)
+    path = [str(step) for step in field(values, "route", []) or []]
     why: dict[str, Any] = {
         "question": str(field(values, "question", ""))
         or (text_of(questions[-1]) if questions else ""),
         "standalone_question": str(field(values, "standalone_question", "")),
-        "route": [str(r) for r in field(values, "route", []) or []],
+        "route": planned_route(path),
+        "path": path,
         "notices": [str(n) for n in field(values, "notices", []) or []],
         # Agentic graphs grade inside a subgraph whose checkpoints the thread's history lacks:
         # its parts carry their rounds out. Older runs graded in the root graph.
@@ -294,5 +298,10 @@ def answer_record(
 
 
 def shown(why: Mapping[str, Any]) -> dict[str, Any]:
-    """The why as the page shows it: without the passages' text (kept for the export)."""
-    return {k: v for k, v in why.items() if k != "passages"}
+    """The why as the page shows it: without the passages' text (kept for the export). A why
+    recorded before `path` had its own name kept the steps under `route`: read as today's."""
+    out = {k: v for k, v in why.items() if k != "passages"}
+    if "path" not in out and isinstance(out.get("route"), list):
+        out["path"] = [str(step) for step in out["route"]]
+        out["route"] = planned_route(out["path"])
+    return out

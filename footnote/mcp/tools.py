@@ -2,7 +2,7 @@
 (`footnote.mcp.http`) and over stdio for a local desktop client (`footnote mcp --index PATH`).
 
     search        ranked chunks with citation labels, source, section, URL   (k, filters)
-    ask           a cited answer: text with [n] markers, citations, parts, route (thread_id)
+    ask           a cited answer: text with [n] markers, citations, parts, route, path (thread_id)
     list_sources  the documents the caller may read
     fetch         one chunk, or a whole document, by the id a citation names
     add_source, remove_source, sync_sources     admins only; not even listed to anyone else
@@ -177,7 +177,11 @@ class AskResult(BaseModel):
     parts: list[dict[str, Any]] = Field(
         description="Each part of the question: question, covered, citations."
     )
-    route: list[str] = Field(description="The path the answer took through Footnote's graph.")
+    route: str | None = Field(
+        description="The route Footnote's planner chose: search, global (a question about the "
+        "whole corpus), reply (no search needed) or clarify (a question back)."
+    )
+    path: list[str] = Field(description="The steps the answer took through Footnote's graph.")
     thread_id: str = Field(description="Pass it back to ask a follow-up in this conversation.")
 
 
@@ -496,18 +500,21 @@ def chunk_source(identifier: str) -> str:
 def answer_result(output: Mapping[str, Any]) -> AskResult:
     """An answer graph's output (values as the API returns them) as `ask`'s result."""
     from footnote.graph.prompts import NOT_COVERED
+    from footnote.graph.state import planned_route
 
     messages = output.get("messages") or []
     last = messages[-1] if messages else {}
     content = last.get("content", "") if isinstance(last, Mapping) else getattr(last, "content", "")
     answer = content if isinstance(content, str) else json.dumps(content)
     citations = list(output.get("citations") or [])
+    path = [str(step) for step in output.get("footnote_route") or []]
     return AskResult(
         answer=answer,
         not_covered=not citations and NOT_COVERED in answer,
         citations=citations,
         parts=list(output.get("parts") or []),
-        route=list(output.get("footnote_route") or []),
+        route=planned_route(path),
+        path=path,
         thread_id=str(output.get("thread_id", "")),
     )
 

@@ -11,8 +11,8 @@ same access: the answer is made by the server's own API as the caller
 (`footnote.server.own_api`), statelessly, from the request's messages: user and assistant
 turns are the conversation; system and developer messages are not instructions Footnote takes
 from a client (the operator's prompt stands). The answer text carries its [n] markers and a
-sources list; Footnote's own fields (`citations`, `parts`, `route`, `not_covered`) ride in a
-`footnote` object that standard clients ignore. Streaming sends the answer once it has been
+sources list; Footnote's own fields (`citations`, `parts`, `route`, `path`, `not_covered`) ride
+in a `footnote` object that standard clients ignore. Streaming sends the answer once it has been
 checked: Footnote removes unsupported claims after generating, so raw tokens could show text
 the answer no longer has. Errors have OpenAI's shape, `{"error": {"message", "type", "code"}}`.
 """
@@ -33,6 +33,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route, Router
 
 from footnote.graph.prompts import NOT_COVERED
+from footnote.graph.state import planned_route
 from footnote.server.credentials import CredentialsError, Unauthenticated
 from footnote.server.own_api import (
     ApiRefused,
@@ -219,10 +220,12 @@ def extension(output: dict[str, Any]) -> dict[str, Any]:
     citations = list(output.get("citations") or [])
     messages = output.get("messages") or []
     last = messages[-1].get("content", "") if messages else ""
+    path = [str(step) for step in output.get("footnote_route") or []]
     return {
         "citations": citations,
         "parts": list(output.get("parts") or []),
-        "route": list(output.get("footnote_route") or []),
+        "route": planned_route(path),
+        "path": path,
         "not_covered": not citations and isinstance(last, str) and NOT_COVERED in last,
     }
 

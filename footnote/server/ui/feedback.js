@@ -195,7 +195,7 @@ function describeHops(hops) {
     .join("; ");
 }
 
-/** A step of the graph's route (`grade_documents:2/8`) in words ("kept 2 of 8 passages"). */
+/** A step of the graph's path (`grade_documents:2/8`) in words ("kept 2 of 8 passages"). */
 function describeStep(step) {
   const [name, ...rest] = step.split(":");
   const detail = rest.join(":");
@@ -247,9 +247,9 @@ function renderWhy(panel, data) {
   if (why.standalone_question && why.standalone_question !== why.question) {
     fact("Searched as", why.standalone_question);
   }
-  const route = Array.isArray(why.route) ? why.route.map(String) : [];
-  fact("Steps", route.map(describeStep).join(" → "));
-  if (route.length) facts.lastElementChild.title = route.join(" → "); // the graph's own names
+  const path = Array.isArray(why.path) ? why.path.map(String) : [];
+  fact("Steps", path.map(describeStep).join(" → "));
+  if (path.length) facts.lastElementChild.title = path.join(" → "); // the graph's own names
   if (typeof why.searches === "number") fact("Searches", String(why.searches));
   fact("Went through", describeHops(why.hops));
   panel.append(facts);
