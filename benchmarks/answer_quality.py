@@ -64,15 +64,21 @@ def token_f1(answer: str, gold: str) -> float:
 
 
 def final_state(graph: Any, question: str, context: dict[str, Any]) -> dict[str, Any]:
-    """The full state at the end (invoke returns only the output fields)."""
+    """The full state at the end (invoke returns only the output fields), with the graded
+    `candidates` of the last research round, which lives in the research subgraph."""
     final: dict[str, Any] = {}
-    for values in graph.stream(
+    candidates: list[Any] = []
+    for namespace, values in graph.stream(
         {"messages": [{"role": "user", "content": question}]},
         context=context,
         stream_mode="values",
+        subgraphs=True,
     ):
-        final = values
-    return final
+        if namespace:
+            candidates = values.get("candidates", candidates)
+        else:
+            final = values
+    return {**final, "candidates": candidates}
 
 
 def evaluate(
