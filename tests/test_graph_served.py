@@ -1,12 +1,14 @@
 """Access control through the entity graph, served: on both runtimes (`langgraph dev`, and Aegra
 on PostgreSQL + Redis) with the operator's FOOTNOTE_SEARCH_STAGE=graph, more than 1,000 probes
 (MCP search and ask, as every user of the team, whole-corpus questions answered from the
-graph's communities among them) find no restricted marker, whether it sits in a document's
-title, in the names and codes the graph makes entities of, or in its text; and no caller can
-choose another ranking. The served leak pattern of tests/served.py, with a restricted
-document that the graph links to public ones (it names their title, team and phrases).
+graph's communities among them, with the thread state and "why" that keep those communities)
+find no restricted marker, whether it sits in a document's title, in the names and codes the
+graph makes entities of, in a community's summary or in its text; and no caller can choose
+another ranking. The served leak pattern of tests/served.py, with a restricted document that
+the graph links to public ones (it names their title, team and phrases).
 
-The server has no served form of `footnote graph`; its view is tested per caller in
+The server has no served form of `footnote graph`; its communities view (the summaries) is
+checked here for each user of the team, the entity view per caller in
 tests/test_graph_backends.py and tests/test_entity_graph.py.
 """
 
@@ -26,6 +28,7 @@ from footnote.server.langgraph_dev import ServerFailed, running_server
 from footnote.server.production import ProductionError, running_deployment
 from footnote.server.settings import ServerSettings, SettingsError
 from footnote.tools.search import SearchRequest, search
+from tests.conftest import RunCli
 from tests.served import GRAPH_ID, RESTRICTED, USERS, Restricted, api_key_team, build_corpus
 from tests.test_mcp_openai import Served, mcp_session, structured
 
@@ -115,6 +118,26 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return built
 
 
+def test_the_communities_view_shows_each_user_only_what_they_may_read(
+    index: Path, run_cli: RunCli
+) -> None:
+    """`footnote graph --communities` (JSON and text) for each user of the team on this index,
+    where the restricted documents share communities with public ones: the summaries the
+    global route answers from. No marker of a document the user may not read, and a reader of
+    Quillfeather sees its words there (so they are really in a community)."""
+    for user, spec in USERS.items():
+        if spec.get("admin"):
+            continue  # the command has no admin: an admin is the server's caller
+        groups = ",".join(spec["groups"])
+        for form in (["--json"], []):
+            shown = run_cli("graph", "--index", str(index), "--communities", "--limit", "1000",
+                            "--groups", groups, *form)  # fmt: skip
+            assert shown.returncode == 0, shown.stderr
+            assert not leaked(user, shown.stdout), (user, form, leaked(user, shown.stdout))
+            if may_see(user, QUILL):
+                assert any(m in shown.stdout for m in QUILL.markers), (user, form)
+
+
 @pytest.fixture(scope="module", params=["dev", "production"])
 def served(
     request: pytest.FixtureRequest, index: Path, tmp_path_factory: pytest.TempPathFactory
@@ -177,14 +200,39 @@ def test_served_search_ranks_by_the_graph_and_callers_cannot_choose(
 def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -> None:
     """Every user, concurrently: MCP searches by the bridge questions, the restricted
     documents' questions and their very markers (k 1 to 20, with and without a filter), and
-    cited answers (whole-corpus ones by the global route): at least 1,000 probes, no marker
-    of a document the user may not read, and each restricted document found by exactly the
-    users who may read it."""
+    cited answers; whole-corpus ones by the global route, read also where its community
+    summaries and entities are kept (the thread's state, the answer's "why"): at least 1,000
+    probes, no marker of a document the user may not read, and each restricted document found
+    by exactly the users who may read it."""
     seen: dict[str, set[str]] = {user: set() for user in USERS}
+    summarised: dict[str, list[dict[str, Any]]] = {user: [] for user in USERS}
 
     async def probe(user: str) -> int:
         count = 0
-        async with mcp_session(served, user) as session:
+        async with (
+            mcp_session(served, user) as session,
+            httpx.AsyncClient(
+                base_url=served.server.url, headers=served.headers(user), timeout=120
+            ) as api,
+        ):
+
+            async def kept(thread_id: str) -> None:
+                """The global answer as the server keeps it: the thread's state (its
+                communities with their entities, the passages summarised) and its why."""
+                nonlocal count
+                state = await api.get(f"/threads/{thread_id}/state")
+                assert state.status_code == 200, state.text
+                values = state.json()["values"]
+                assert not leaked(user, values), (user, thread_id, leaked(user, values))
+                summarised[user] += values.get("footnote_communities") or []
+                message_id = values["messages"][-1]["id"]
+                why = await api.get(
+                    "/feedback/why", params={"thread_id": thread_id, "message_id": message_id}
+                )
+                assert why.status_code == 200, why.text
+                assert why.json()["why"]["route"] == "global", why.json()["why"]["path"]
+                assert not leaked(user, why.text), (user, thread_id, leaked(user, why.text))
+                count += 2
 
             async def check(tool: str, arguments: dict[str, Any]) -> None:
                 nonlocal count
@@ -198,6 +246,7 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
                 if tool == "ask" and arguments["question"] in GLOBAL:  # really the global route
                     assert answer["route"] == "global", (arguments, answer["path"])
                     assert "plan_turn:global:1" in answer["path"], (arguments, answer["path"])
+                    await kept(answer["thread_id"])
                 count += 1
 
             for query in QUERIES:
@@ -221,4 +270,5 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
     for user in USERS:
         for document in DOCUMENTS:
             assert (document.source in seen[user]) == may_see(user, document), (user, document)
+        assert summarised[user], user  # the global answers really came from communities
     assert probes >= 1000, probes
