@@ -3,30 +3,14 @@ out of the top 10, and what ranked first instead, so a variant's failures can be
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-
-
-def _load(name: str) -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+from tests.benchmark_modules import load_benchmark
 
 
 def test_misses_keep_the_answers_rank_and_what_ranked_instead() -> None:
-    contextual = _load("contextual")
+    contextual = load_benchmark("contextual")
     ranked = {f"p{i}": float(100 - i) for i in range(30)}
     run = {"early": ranked, "late": ranked, "lost": ranked}
     qrels = {"early": {"p3": 1}, "late": {"p14": 1}, "lost": {"elsewhere": 1}}
@@ -37,7 +21,7 @@ def test_misses_keep_the_answers_rank_and_what_ranked_instead() -> None:
 
 
 def test_the_misses_report_sets_each_variant_beside_no_context(tmp_path: Path) -> None:
-    contextual = _load("contextual")
+    contextual = load_benchmark("contextual")
     dataset = tmp_path / "tiny"
     (dataset / "qrels").mkdir(parents=True)
     passages = [("pg#a", "Page", "Install it with apt."), ("pg#b", "Page", "Remove it with apt.")]

@@ -6,9 +6,7 @@ import argparse
 import importlib.util
 import json
 import shutil
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
@@ -28,9 +26,9 @@ from footnote.ingest.parsers import parse_file
 from footnote.store.files import load_index
 from footnote.store.types import Chunk, Hit
 from footnote.tools.retrieval import STAGES, get_retriever
+from tests.benchmark_modules import load_benchmark
 
 FIXTURE = Path(__file__).parent / "fixtures" / "beir_tiny"
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 @pytest.fixture
@@ -219,21 +217,8 @@ def test_without_the_eval_extra_says_what_to_install(
     assert not (dataset / INDEX_DIR).exists()
 
 
-def _load_benchmark_module(name: str) -> ModuleType:
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        spec = importlib.util.spec_from_file_location(name, BENCHMARKS / f"{name}.py")
-        assert spec is not None and spec.loader is not None
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[name] = module  # dataclasses look their module up while the class is built
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-
-
 def test_langchain_peer_runs_as_an_injected_stage(dataset: Path) -> None:
-    peer = _load_benchmark_module("peer_retrieval")
+    peer = load_benchmark("peer_retrieval")
     prepared = prepare_index(dataset, dataset / INDEX_DIR)
     runner = peer.langchain_peer(get_retriever(prepared.index_dir))
     result = evaluate_stages(
@@ -267,7 +252,7 @@ shutil.copyfile(src, dst)</pre>
 
 
 def test_build_pyfaq_on_a_small_docs_tree(tmp_path: Path) -> None:
-    builder = _load_benchmark_module("build_pyfaq")
+    builder = load_benchmark("build_pyfaq")
     html = tmp_path / "html"
     for folder in ("faq", "_static", "library"):
         (html / folder).mkdir(parents=True)
