@@ -85,12 +85,8 @@ def walk(location: str, question: str, candidates: list[str]) -> list[str]:
 @pytest.fixture(scope="module")
 def pair(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """The small multi-hop corpus plus a restricted document, on both backends."""
-    tmp = tmp_path_factory.mktemp("graph-pair")
-    folder = write_docs(tmp / "docs", {**DOCS, "nightjar.md": RESTRICTED})
-    files, url = str(tmp / "index"), f"{pg_server.url}?index=graph_pair"
-    for location in (files, url):
-        assert not ingest([folder], location).failed
-    return files, url
+    docs = {**DOCS, "nightjar.md": RESTRICTED}
+    return on_both_backends(pg_server, tmp_path_factory.mktemp("graph-pair"), docs, "graph_pair")
 
 
 @pytest.fixture(scope="module")
@@ -104,9 +100,16 @@ def handbook_pair(pg_server: PgServer, handbook_index: Path, handbook_dir: Path)
 def team_pair(pg_server: PgServer, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
     """tests/test_communities.py's corpus, whose restricted document shares the Platform
     Team's community, on both backends."""
-    tmp = tmp_path_factory.mktemp("team-pair")
-    folder = write_docs(tmp / "docs", {**TEAM_DOCS, "nightjar.md": TEAM_SECRET})
-    files, url = str(tmp / "index"), f"{pg_server.url}?index=graph_team"
+    docs = {**TEAM_DOCS, "nightjar.md": TEAM_SECRET}
+    return on_both_backends(pg_server, tmp_path_factory.mktemp("team-pair"), docs, "graph_team")
+
+
+def on_both_backends(
+    pg_server: PgServer, tmp: Path, docs: dict[str, str], name: str
+) -> tuple[str, str]:
+    """`docs` written under `tmp` and ingested into a files index and a PostgreSQL one."""
+    folder = write_docs(tmp / "docs", docs)
+    files, url = str(tmp / "index"), f"{pg_server.url}?index={name}"
     for location in (files, url):
         assert not ingest([folder], location).failed
     return files, url
