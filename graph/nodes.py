@@ -678,19 +678,8 @@ class AnswerNodes:
     ) -> tuple[list[float], str | None, str]:
         """Grades in [0, 1], a notice when the model's grades could not be used, and how they
         were made (a structured-output method, or "offline")."""
-        if reads_token_recall(context.offline_grader):
-            candidates = with_token_recall(
-                list(candidates),
-                question,
-                context.index_dir,
-                context.embeddings,
-                measure=may_pass(candidates, question, context.grade_threshold),
-            )
-        fallback = offline_grades(
-            candidates, context.offline_grader, question, context.grade_threshold
-        )
         if not use_model or not candidates:
-            return fallback, None, "offline"
+            return self._offline_grades(context, question, candidates), None, "offline"
         docs = [c["document"] for c in candidates]
         try:
             result, method = self.models.structured(
@@ -703,14 +692,30 @@ class AnswerNodes:
             if is_timeout(exc):
                 raise  # a hung server: waiting again for the answer would not help
             return (
-                fallback,
+                self._offline_grades(context, question, candidates),
                 f"Grading fell back to retrieval evidence ({type(exc).__name__}).",
                 "offline",
             )
         if not result.scores or len(result.scores) != len(candidates):
             notice = "Grading fell back to retrieval evidence (malformed grades)."
-            return fallback, notice, "offline"
+            return self._offline_grades(context, question, candidates), notice, "offline"
         return [max(0.0, min(1.0, s / 10)) for s in result.scores], None, method
+
+    @staticmethod
+    def _offline_grades(
+        context: Context, question: str, candidates: Sequence[Candidate]
+    ) -> list[float]:
+        """The offline grader's grades, made only when they are used: a model's grades need
+        none, and the calibrated grader's token recall costs a forward pass per chunk."""
+        if reads_token_recall(context.offline_grader):
+            candidates = with_token_recall(
+                list(candidates),
+                question,
+                context.index_dir,
+                context.embeddings,
+                measure=may_pass(candidates, question, context.grade_threshold),
+            )
+        return offline_grades(candidates, context.offline_grader, question, context.grade_threshold)
 
     def web_search(self, state: PartState, runtime: Runtime[Context]) -> dict[str, Any]:
         """Last resort when the index cannot answer: Tavily results as labelled web sources."""
