@@ -7,7 +7,8 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
 
 - answered right: the answer cites the gold file and contains the fact;
 - gold cited, fact present, wrongly "not covered" (answerable questions);
-- not covered (near-miss unanswerable questions), and every miss by name.
+- not covered (near-miss unanswerable questions), and every miss by name;
+- the same for the keyword queries (the questions' keyword forms: "vacation days"), apart.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
         [--json] [--index DIR]
@@ -45,6 +46,40 @@ def ask(graph: Any, question: dict[str, Any], context: dict[str, Any]) -> dict[s
     return out
 
 
+def answered(graph: Any, q: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """One answerable question: whether the answer cites the gold file and holds the fact."""
+    out = ask(graph, q, context)
+    answer = str(out["messages"][-1].content)
+    sources = [c["source"] for c in out.get("citations", [])]
+    gold = any(Path(s).name == q["gold"] for s in sources)
+    fact = any(f.lower() in answer.lower() for f in q["fact"])
+    return {
+        "question": q["question"],
+        "right": gold and fact,
+        "gold_cited": gold,
+        "fact": fact,
+        "not_covered": is_not_covered(answer),
+        "answer": answer,
+        "cited": [Path(s).name for s in sources],
+    }
+
+
+def abstained(graph: Any, q: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
+    """One near miss: whether the answer says it is not covered."""
+    out = ask(graph, q, context)
+    answer = str(out["messages"][-1].content)
+    return {
+        "question": q["question"],
+        "not_covered": is_not_covered(answer),
+        "answer": answer,
+        "cited": [Path(c["source"]).name for c in out.get("citations", [])],
+    }
+
+
+def rate(rows: list[dict[str, Any]], key: str) -> float:
+    return round(sum(bool(r[key]) for r in rows) / len(rows), 3) if rows else 0.0
+
+
 def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any]:
     questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     graph = make_graph()
@@ -52,41 +87,12 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
     if offline_grader:
         context["offline_grader"] = offline_grader
     started = time.perf_counter()
-    answerable = []
-    for q in questions["answerable"]:
-        out = ask(graph, q, context)
-        answer = str(out["messages"][-1].content)
-        sources = [c["source"] for c in out.get("citations", [])]
-        gold = any(Path(s).name == q["gold"] for s in sources)
-        fact = any(f.lower() in answer.lower() for f in q["fact"])
-        answerable.append(
-            {
-                "question": q["question"],
-                "right": gold and fact,
-                "gold_cited": gold,
-                "fact": fact,
-                "not_covered": is_not_covered(answer),
-                "answer": answer,
-                "cited": [Path(s).name for s in sources],
-            }
-        )
-    unanswerable = []
-    for q in questions["unanswerable"]:
-        out = ask(graph, q, context)
-        answer = str(out["messages"][-1].content)
-        unanswerable.append(
-            {
-                "question": q["question"],
-                "not_covered": is_not_covered(answer),
-                "answer": answer,
-                "cited": [Path(c["source"]).name for c in out.get("citations", [])],
-            }
-        )
+    answerable = [answered(graph, q, context) for q in questions["answerable"]]
+    unanswerable = [abstained(graph, q, context) for q in questions["unanswerable"]]
     seconds = time.perf_counter() - started
-
-    def rate(rows: list[dict[str, Any]], key: str) -> float:
-        return round(sum(bool(r[key]) for r in rows) / len(rows), 3)
-
+    keywords = questions.get("keywords", {})
+    keyword_answerable = [answered(graph, q, context) for q in keywords.get("answerable", [])]
+    keyword_near = [abstained(graph, q, context) for q in keywords.get("unanswerable", [])]
     return {
         "model": model or "offline (extractive)",
         "offline_grader": offline_grader or "default",
@@ -98,12 +104,22 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
         "wrongly_not_covered": rate(answerable, "not_covered"),
         "near_miss_not_covered": rate(unanswerable, "not_covered"),
         "seconds_per_question": round(seconds / (len(answerable) + len(unanswerable)), 2),
+        "keyword_queries": {
+            "answerable": len(keyword_answerable),
+            "unanswerable": len(keyword_near),
+            "answered_right": rate(keyword_answerable, "right"),
+            "wrongly_not_covered": rate(keyword_answerable, "not_covered"),
+            "near_miss_not_covered": rate(keyword_near, "not_covered"),
+        },
         "misses": [r for r in answerable if not r["right"]]
         + [r for r in unanswerable if not r["not_covered"]],
+        "keyword_misses": [r for r in keyword_answerable if not r["right"]]
+        + [r for r in keyword_near if not r["not_covered"]],
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
+    keywords = result["keyword_queries"]
     lines = [
         f"Handbook question set ({result['answerable']} paraphrased answerable, "
         f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}, "
@@ -117,10 +133,12 @@ def markdown(result: dict[str, Any]) -> str:
         f"| answerable: wrongly 'not covered' | {result['wrongly_not_covered']} |",
         f"| near-miss unanswerable: 'not covered' | {result['near_miss_not_covered']} |",
         f"| seconds per question | {result['seconds_per_question']} |",
+        f"| keyword queries: answered right | {keywords['answered_right']} |",
+        f"| keyword near misses: 'not covered' | {keywords['near_miss_not_covered']} |",
         "",
         "Misses:",
     ]
-    for miss in result["misses"]:
+    for miss in result["misses"] + result["keyword_misses"]:
         lines.append(f"- {miss['question']} -> {miss['answer'][:160]!r} {miss['cited']}")
     return "\n".join(lines)
 

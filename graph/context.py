@@ -105,11 +105,12 @@ class Context:
         default=DEFAULT_OFFLINE_GRADER,
         metadata={
             "description": "How chunks are graded without a model (and when a model's grades "
-            "are unusable): 'linear' (0.6 x similarity + 0.4 x keyword coverage) or "
-            "'calibrated' (similarity plus keyword coverage, with a veto on chunks that lack "
+            "are unusable): 'calibrated' (the default: similarity, keyword coverage and the "
+            "question's weakest word matched word by word, with a veto on chunks that lack "
             "the question's names, fitted on the handbook set and pyfaq-core; "
-            "footnote/graph/grader.json). The calibrated one answers more paraphrases but "
-            "cites the gold section less often on pyfaq-core and debfaq (docs/evaluation.md)."
+            "footnote/graph/grader.json; keyword queries get the linear blend) or 'linear' "
+            "(0.6 x similarity + 0.4 x keyword coverage), which abstains more often, on "
+            "answerable questions too (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

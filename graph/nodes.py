@@ -707,7 +707,7 @@ class AnswerNodes:
     ) -> list[float]:
         """The offline grader's grades, made only when they are used: a model's grades need
         none, and the calibrated grader's token recall costs a forward pass per chunk."""
-        if reads_token_recall(context.offline_grader):
+        if reads_token_recall(context.offline_grader, question):
             candidates = with_token_recall(
                 list(candidates),
                 question,

@@ -20,6 +20,7 @@ from footnote.graph.grader import (
     linear_score,
     load_grader,
     offline_grades,
+    reads_token_recall,
     shipped_grader,
 )
 from footnote.graph.graph import make_graph
@@ -151,7 +152,7 @@ def test_the_fitted_threshold_is_the_operating_grade() -> None:
             assert (g >= OPERATING_GRADE) == (p >= model.threshold)
             assert math.isclose(g, OPERATING_GRADE) == math.isclose(p, model.threshold)
     assert Context().grade_threshold == OPERATING_GRADE
-    assert Context().offline_grader == "linear"
+    assert Context().offline_grader == "calibrated"
 
 
 def test_linear_grader_keeps_its_operating_point() -> None:
@@ -205,6 +206,41 @@ def test_parental_leave_is_not_covered_with_each_grader(
     out = ask("What is the parental leave policy?", handbook_index, offline_grader=offline_grader)
     assert out["messages"][-1].content == NOT_COVERED
     assert out["citations"] == []
+
+
+@pytest.mark.parametrize(
+    ("query", "keywords"),
+    [
+        ("parental leave", True),
+        ("VPN setup", True),
+        ("api key rotation policy", True),
+        ("parental leave?", False),
+        ("Do we have parental leave?", False),
+        ("Tell me about parental leave", False),
+        ("How often do I have to change my API key?", False),
+        ("my VPN config is too old and it keeps failing", False),
+        ("", False),
+    ],
+)
+def test_keyword_queries_are_told_from_questions(query: str, keywords: bool) -> None:
+    assert grader.is_keyword_query(query) is keywords
+
+
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
+def test_a_keyword_query_is_graded_by_the_linear_blend(offline_grader: str) -> None:
+    """The calibrated model was fitted on questions; a bare keyword query gets the linear
+    grades, and no token recall is measured for it."""
+    pool = candidates((0.4, 0.36), (0.35, 0.0), (0.3, 0.36))
+    linear = [grader.relevance(c) for c in pool]
+    assert offline_grades(pool, offline_grader, "parental leave") == linear  # type: ignore[arg-type]
+    assert not reads_token_recall(offline_grader, "parental leave")  # type: ignore[arg-type]
+    assert reads_token_recall("calibrated", "Is there parental leave?")
+
+
+@pytest.mark.parametrize("query", ["parental leave", "maternity leave"])
+def test_keyword_near_misses_are_not_covered_by_default(handbook_index: Path, query: str) -> None:
+    out = ask(query, handbook_index)
+    assert out["messages"][-1].content == NOT_COVERED and out["citations"] == []
 
 
 def test_graph_keeps_what_passes_the_fitted_threshold(handbook_index: Path) -> None:
