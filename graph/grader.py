@@ -182,10 +182,10 @@ def is_keyword_query(question: str) -> bool:
 
 def grader_for(grader: OfflineGrader, question: str) -> OfflineGrader:
     """The grader that grades this question. The calibrated model was fitted on questions
-    only; a keyword query is outside what it saw (its keyword coverage moves in halves, not
-    in tenths) and there it answers near misses the linear blend does not ("parental leave"
-    from the annual-leave section: three of eight keyword near misses against one,
-    benchmarks/handbook_quality.py), so keyword queries get the linear blend."""
+    only; a keyword query is outside what it saw, and there it answers near misses the
+    linear blend does not ("parental leave" from the annual-leave section: three of eight
+    keyword near misses against one, benchmarks/handbook_quality.py), so keyword queries get
+    the linear blend."""
     return "linear" if grader == "calibrated" and is_keyword_query(question) else grader
 
 
