@@ -252,13 +252,22 @@ _FOLLOW_UP = re.compile(
 )
 
 
+def researched_questions(questions: Sequence[str]) -> list[str]:
+    """The questions that were about the documents, in order: a turn about the conversation
+    itself or a pleasantry ("what did you just cite?", "thanks") is told apart by its form, as
+    `conversational_reply` answers it, and is never a topic a follow-up refers back to."""
+    return [q for q in questions if conversational_reply(q, "", "", []) is None]
+
+
 def condense_question(question: str, earlier_questions: Sequence[str]) -> tuple[str, str]:
     """A standalone question without an LLM: a follow-up that refers back ("and for service
-    accounts?", "does it expire?") borrows the previous question's words. A question with no
-    such reference stands alone, however short: joining it to the previous one would answer
-    it with the previous question's passages. Returns (question, strategy)."""
-    if earlier_questions and _FOLLOW_UP.search(question.strip()):
-        return f"{earlier_questions[-1]} {question}", "condensed"
+    accounts?", "does it expire?") borrows the words of the last question that was researched
+    (`researched_questions`: "what did you cite?" between them changes no topic). A question
+    with no such reference stands alone, however short: joining it to the previous one would
+    answer it with the previous question's passages. Returns (question, strategy)."""
+    topics = researched_questions(earlier_questions)
+    if topics and _FOLLOW_UP.search(question.strip()):
+        return f"{topics[-1]} {question}", "condensed"
     return question, "as_asked"
 
 
