@@ -15,6 +15,14 @@ sources list; Footnote's own fields (`citations`, `parts`, `route`, `path`, `not
 in a `footnote` object that standard clients ignore. Streaming sends the answer once it has been
 checked: Footnote removes unsupported claims after generating, so raw tokens could show text
 the answer no longer has. Errors have OpenAI's shape, `{"error": {"message", "type", "code"}}`.
+
+Every answer reports `usage` (in a stream, with `stream_options: {"include_usage": true}`, as a
+last chunk whose `choices` is empty, as OpenAI sends it). The tokens are the model's own count
+when the answer's messages carry one (LangChain's `usage_metadata`); otherwise, offline or with
+a model that reports none, they are counted with the default embedding model's WordPiece
+tokenizer (MiniLM's, shipped with Footnote): prompt tokens are the request's user and assistant
+turns, completion tokens the answer text sent. `footnote.usage_counted_by` says which
+(`model` or `minilm-wordpiece`).
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ import re
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from importlib import resources
 from typing import Any
 
 from starlette.requests import Request
@@ -34,6 +44,7 @@ from starlette.routing import Route, Router
 
 from footnote.graph.prompts import NOT_COVERED
 from footnote.graph.state import planned_route
+from footnote.server.bodies import BodyTooLarge, limited_body
 from footnote.server.credentials import CredentialsError, Unauthenticated
 from footnote.server.own_api import (
     ApiRefused,
@@ -148,11 +159,14 @@ def _invalid(message: str, code: str | None = None) -> OpenAIError:
 
 
 async def _request_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise OpenAIError(413, f"request body over {MAX_BODY} bytes", "invalid_request_error", None)
+    try:
+        raw = await limited_body(request, MAX_BODY)
+    except BodyTooLarge as exc:
+        raise OpenAIError(413, str(exc), "invalid_request_error", None) from None
     try:
         body = json.loads(raw)
+    except RecursionError:  # 100,000 `[` fit under the size limit: a 400, not a 500
+        raise _invalid("the request body is JSON nested too deeply", "invalid_json") from None
     except ValueError:
         raise _invalid("the request body is not valid JSON", "invalid_json") from None
     if not isinstance(body, dict):
@@ -230,6 +244,91 @@ def extension(output: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+USAGE_FROM_MODEL = "model"
+USAGE_COUNTED = "minilm-wordpiece"
+
+
+@functools.cache
+def _wordpieces() -> Any:
+    """The default embedding model's WordPiece tokenizer, shipped with Footnote: a count
+    any client can reproduce, with no model and no download."""
+    from tokenizers import Tokenizer
+
+    spec = resources.files("footnote.models") / "data" / "minilm_tokenizer.json"
+    tokenizer = Tokenizer.from_str(spec.read_text(encoding="utf-8"))
+    tokenizer.no_truncation()
+    tokenizer.no_padding()
+    return tokenizer
+
+
+def counted_tokens(text: str) -> int:
+    """The text's word pieces, no special tokens."""
+    return len(_wordpieces().encode(text, add_special_tokens=False).ids) if text else 0
+
+
+def _count(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def _reported_usage(messages: Any) -> tuple[int, int] | None:
+    """Input and output tokens summed over the messages whose model reported them
+    (`usage_metadata`); None when none did."""
+    spent: tuple[int, int] | None = None
+    for message in messages if isinstance(messages, list) else []:
+        meta = message.get("usage_metadata") if isinstance(message, dict) else None
+        if not isinstance(meta, dict):
+            continue
+        prompt, completion = _count(meta.get("input_tokens")), _count(meta.get("output_tokens"))
+        if prompt is not None and completion is not None:
+            before = spent or (0, 0)
+            spent = (before[0] + prompt, before[1] + completion)
+    return spent
+
+
+def usage(
+    turns: list[dict[str, str]], output: dict[str, Any], text: str
+) -> tuple[dict[str, int], str]:
+    """OpenAI's `usage` for this answer, and how it was counted (USAGE_FROM_MODEL or
+    USAGE_COUNTED: the request's turns as the prompt, the text sent as the completion)."""
+    reported = _reported_usage(output.get("messages"))
+    if reported is not None:
+        prompt, completion = reported
+        how = USAGE_FROM_MODEL
+    else:
+        prompt = sum(counted_tokens(turn["content"]) for turn in turns)
+        completion = counted_tokens(text)
+        how = USAGE_COUNTED
+    spent = {
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": prompt + completion,
+    }
+    return spent, how
+
+
+def _include_usage(body: dict[str, Any]) -> bool:
+    """`stream_options.include_usage`, checked: an object with a true or false flag."""
+    options = body.get("stream_options")
+    if options is None:
+        return False
+    if not isinstance(options, dict):
+        raise _invalid("'stream_options' must be an object")
+    include = options.get("include_usage", False)
+    if not isinstance(include, bool):
+        raise _invalid("'stream_options.include_usage' must be true or false")
+    return include
+
+
+async def _answer(request: Request, turns: list[dict[str, str]], index: str) -> dict[str, Any]:
+    api = OwnApi(loopback_url(request.scope), credentials_of(request.headers))
+    try:
+        return await api.answer(turns, index=index)
+    except ApiRefused as exc:
+        status = exc.status if 400 <= exc.status < 500 else 502
+        kind = "permission_error" if status == 403 else "api_error"
+        raise OpenAIError(status, exc.detail, kind, None) from None
+
+
 @_handler
 async def chat_completions(request: Request) -> Response:
     body = await _request_body(request)
@@ -252,19 +351,17 @@ async def chat_completions(request: Request) -> Response:
     stream = body.get("stream", False)
     if not isinstance(stream, bool):
         raise _invalid("'stream' must be true or false")
-    api = OwnApi(loopback_url(request.scope), credentials_of(request.headers))
-    try:
-        output = await api.answer(turns, index=index)
-    except ApiRefused as exc:
-        status = exc.status if 400 <= exc.status < 500 else 502
-        kind = "permission_error" if status == 403 else "api_error"
-        raise OpenAIError(status, exc.detail, kind, None) from None
+    include_usage = _include_usage(body)
+    output = await _answer(request, turns, index)
     completion_id = f"chatcmpl-{uuid.uuid4().hex}"
     created = int(time.time())
-    text, extra = answer_text(output), extension(output)
+    text = answer_text(output)
+    spent, counted_by = await asyncio.to_thread(usage, turns, output, text)
+    extra = {**extension(output), "usage_counted_by": counted_by}
     if stream:
+        head = Completion(completion_id, created, model)
         return StreamingResponse(
-            _chunks(completion_id, created, model, text, extra),
+            _chunks(head, text, extra, spent if include_usage else None),
             media_type="text/event-stream",
             headers={**_NO_STORE, "X-Accel-Buffering": "no"},
         )
@@ -282,6 +379,7 @@ async def chat_completions(request: Request) -> Response:
                     "finish_reason": "stop",
                 }
             ],
+            "usage": spent,
             "footnote": extra,
         },
         headers=_NO_STORE,
@@ -291,28 +389,45 @@ async def chat_completions(request: Request) -> Response:
 _PIECES = re.compile(r"\S+\s*|\s+")
 
 
+@dataclass(frozen=True)
+class Completion:
+    """What every chunk of one streamed answer repeats."""
+
+    id: str
+    created: int
+    model: str
+
+
 async def _chunks(
-    completion_id: str, created: int, model: str, text: str, extra: dict[str, Any]
+    head: Completion, text: str, extra: dict[str, Any], spent: dict[str, int] | None
 ) -> AsyncIterator[str]:
     """chat.completion.chunk events: the role, the checked answer a few words at a time, the
-    finish with Footnote's fields, then [DONE]."""
+    finish with Footnote's fields, then (when asked for) the usage with no choices, as
+    OpenAI sends it, then [DONE]."""
+    usage_field = {} if spent is None else {"usage": None}
 
-    def event(delta: dict[str, Any], finish: str | None = None, **more: Any) -> str:
+    def event(choices: list[dict[str, Any]], **more: Any) -> str:
         chunk = {
-            "id": completion_id,
+            "id": head.id,
             "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+            "created": head.created,
+            "model": head.model,
+            "choices": choices,
+            **usage_field,
             **more,
         }
         return f"data: {json.dumps(chunk, ensure_ascii=False)}\n\n"
 
-    yield event({"role": "assistant", "content": ""})
+    def choice(delta: dict[str, Any], finish: str | None = None) -> list[dict[str, Any]]:
+        return [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}]
+
+    yield event(choice({"role": "assistant", "content": ""}))
     pieces = _PIECES.findall(text)
     for start in range(0, len(pieces), 8):
-        yield event({"content": "".join(pieces[start : start + 8])})
-    yield event({}, "stop", footnote=extra)
+        yield event(choice({"content": "".join(pieces[start : start + 8])}))
+    yield event(choice({}, "stop"), footnote=extra)
+    if spent is not None:
+        yield event([], usage=spent)
     yield "data: [DONE]\n\n"
 
 
