@@ -26,6 +26,11 @@ from footnote.graph.tools import _served_user, _user_field
 from footnote.ingest import audit, corpus
 from footnote.ingest.jobs import run_job
 from footnote.ingest.pipeline import DEFAULT_MAX_BYTES
+from footnote.ingest.source_policy import (
+    SOURCE_ROOTS_ENV,
+    ServedSourcePolicy,
+    roots_from_setting,
+)
 from footnote.store.backends import default_index
 
 Action = Literal["add", "remove", "sync", "sources"]
@@ -75,6 +80,14 @@ class IndexerContext:
     upload_dir: str = field(
         default_factory=lambda: os.environ.get("FOOTNOTE_UPLOAD_DIR", ".footnote/uploads"),
         metadata={"description": "Where uploaded files are kept (they are sources to sync)."},
+    )
+    source_roots: list[str] = field(
+        default_factory=lambda: list(roots_from_setting(os.environ.get(SOURCE_ROOTS_ENV, ""))),
+        metadata={
+            "description": "Folders whose files a served admin may add as sources, besides "
+            f"the upload folder (${SOURCE_ROOTS_ENV}, absolute, separated by ':'). Empty: "
+            "uploads only. The in-process host is not limited."
+        },
     )
     allow_private: bool = field(
         default_factory=lambda: os.environ.get("FOOTNOTE_ALLOW_PRIVATE_URLS") == "1",
@@ -127,12 +140,16 @@ def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
             raise ValueError(f"upload {name!r} is over the limit of {MAX_UPLOAD_BYTES} bytes")
         checked.append((name, content))
     saved = []
+    if checked:
+        # Uploads hold document text, for the server's user alone (mode 700, files 600).
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        folder.chmod(0o700)
     for name, content in checked:
-        folder.mkdir(parents=True, exist_ok=True)
         path = folder / name
         tmp = folder / f".{name}.part"
+        tmp.unlink(missing_ok=True)
         try:
-            with tmp.open("wb") as out:
+            with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as out:
                 for start in range(0, len(content), _DECODE_STEP):
                     out.write(
                         base64.b64decode(content[start : start + _DECODE_STEP], validate=True)
@@ -197,10 +214,11 @@ def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
     if state.action == "remove":
         options["patterns"] = list(state.sources)
     elif state.action == "add":
-        saved = _save_uploads(state.uploads, Path(context.upload_dir))
-        targets = [*state.sources, *map(str, saved)]
-        if not targets:
+        sources = _allowed_sources(state.sources, context)
+        if not sources and not state.uploads:
             raise ValueError("add needs sources or uploads")
+        saved = _save_uploads(state.uploads, Path(context.upload_dir))
+        targets = [*sources, *map(str, saved)]
         options.update(
             paths_or_urls=targets,
             access=state.access or None,
@@ -209,6 +227,20 @@ def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
             crawl=state.crawl,
         )
     return run_job(state.action, index, options, progress=get_stream_writer())
+
+
+def _allowed_sources(sources: list[str], context: IndexerContext) -> list[str]:
+    """The sources to add: as given for the in-process host (the operator itself); for a
+    served admin, each local path held to the operator's folders and resolved
+    (`footnote.ingest.source_policy`), the whole add refused if any one is not allowed."""
+    if _served_user() is None:
+        return list(sources)
+    policy = ServedSourcePolicy.from_settings(
+        upload_dir=context.upload_dir,
+        source_roots=context.source_roots,
+        indexes=[context.index_dir],
+    )
+    return [policy.checked(str(source)) for source in sources]
 
 
 builder = StateGraph(

@@ -45,6 +45,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO
 
+from footnote.ingest.source_policy import DATA_DIR_ENV
 from footnote.server.langgraph_dev import (
     CORS,
     CREDENTIAL_SETTINGS,
@@ -512,6 +513,8 @@ def running_deployment(
             log_format=log_format,
             tracing=tracing,
         )
+        if database_dir is not None:  # the kept cluster's folder holds its password
+            env.setdefault(DATA_DIR_ENV, str(database_dir.parent))
         if not inherit_credentials:  # a test's replicas know only the credentials it gives
             for name in CREDENTIAL_SETTINGS:
                 if name not in (extra_env or {}):
@@ -684,6 +687,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             # Uploaded files are sources `sync` reads again: kept beside the database.
             extra_env={
                 UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads"),
+                DATA_DIR_ENV: str(data_dir),  # never a source a served admin may add
                 **({METRICS_ENV: "1"} if args.metrics else {}),
             },
             tracing=args.tracing,
