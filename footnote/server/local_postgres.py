@@ -10,7 +10,8 @@ Only Footnote can open it: the superuser has a generated password (kept in a mod
 beside the data, in the mode-700 folder), every connection must prove it with
 scram-sha-256, and there is no `trust` rule, so another local user reaching the port is
 refused. Given a folder (`footnote serve --production`'s trial database), the cluster is
-kept there and reused on the next start; without one it lives in a fresh temporary folder.
+kept there, durable (PostgreSQL's defaults), and reused on the next start; without one it
+lives in a fresh temporary folder and runs without fsync, for speed.
 """
 
 from __future__ import annotations
