@@ -28,12 +28,15 @@ KINDS = ("title", "link", "heading", "name", "code", "phrase")
 KIND_WEIGHT = {"title": 1.0, "link": 1.0, "heading": 0.5, "name": 0.6, "code": 0.6, "phrase": 0.3}
 """Weight of a chunk's mention edge by the kind it was found as."""
 MAX_TITLE_WORDS = 12
-"""Longer titles are matched on their first MAX_TITLE_WORDS words only."""
+"""Longer titles are matched on their first MAX_TITLE_WORDS words only, and the link a match
+makes is named by the words matched: a title's later words may be readable only by its own
+document's readers, and an entity's name is shown to everyone who may read a chunk naming it."""
 MAX_NAME_CHARS = 120
 MAX_PHRASES = 24
 """Noun phrases kept per chunk: the graph stays linear in the corpus whatever the text."""
 
 _WORD = re.compile(r"\w+")
+_SPACES = re.compile(r"\s+")
 _PAREN = re.compile(r"\s*\([^)]*\)\s*$")
 _NAME = re.compile(
     r"\b[A-Z](?:[\w'’-]|\.(?=\w))*(?:[ \t]+(?:(?:of|the|de|del|da|di|du|von|van|der|la|le|and|&)"
@@ -85,7 +88,9 @@ class Mention:
 
 class TitleMatcher:
     """Finds the corpus's document titles inside text, word-aligned and case-blind, except
-    that a one-word title must be capitalised where it is found ("Keys", not "keys")."""
+    that a one-word title must be capitalised where it is found ("Keys", not "keys"). A
+    match is named by the text it matched (whitespace runs made one space), never by the
+    title: a restricted document's title is not the public text's to show."""
 
     def __init__(self, titles: Iterable[str]) -> None:
         self.names: dict[tuple[str, ...], str] = {}
@@ -111,9 +116,25 @@ class TitleMatcher:
                     continue
                 if length == 1 and not found[i].group()[:1].isupper():
                     continue
-                out.append(Mention(" ".join(words), self.names[words], KINDS.index("link")))
+                said = text[found[i].start() : found[i + length - 1].end()]
+                out.append(Mention(" ".join(words), _SPACES.sub(" ", said), KINDS.index("link")))
                 break
         return out
+
+
+def key_words(name: str, key: int) -> str | None:
+    """The part of a stored name whose words make the entity's key (its key hash), so that
+    what is shown is what a chunk naming the entity says: the whole name in a graph built now;
+    in one built when a link was named by the title it matched, that title, or the title
+    without its parenthesis, cut to its first MAX_TITLE_WORDS words. None: no such part."""
+    for form in dict.fromkeys([name, _PAREN.sub("", name)]):
+        words = list(_WORD.finditer(form))[:MAX_TITLE_WORDS]
+        if not words:
+            continue
+        said = _SPACES.sub(" ", form[words[0].start() : words[-1].end()])
+        if key_hash(entity_key(said)) == key:
+            return name if entity_key(name) == entity_key(said) else said
+    return None
 
 
 def text_mentions(text: str) -> list[Mention]:

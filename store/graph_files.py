@@ -38,7 +38,7 @@ import numpy as np
 from footnote.store.chunkdb import ChunkTable
 from footnote.store.communities import PARTS as COMMUNITY_PARTS
 from footnote.store.communities import Communities, build_communities, load_communities
-from footnote.store.entities import KINDS, TitleMatcher, chunk_mentions, key_hash
+from footnote.store.entities import KINDS, TitleMatcher, chunk_mentions, key_hash, key_words
 from footnote.store.types import Chunk
 
 if TYPE_CHECKING:
@@ -71,6 +71,8 @@ def required_parts(entry: Any) -> tuple[str, ...]:
     graph entry counts communities (versions built before them have none)."""
     has_communities = isinstance(entry, dict) and "communities" in entry
     return PARTS if has_communities else tuple(p for p in PARTS if p not in COMMUNITY_PARTS)
+
+
 VISIBLE_CACHE = 8
 """Masks whose per-entity visible counts a loaded graph keeps."""
 PAIR_ENTITIES = 8
@@ -379,7 +381,7 @@ class GraphArrays:
                 raise ValueError("graph/entities.names.json does not name every entity")
             if not all(isinstance(n, str) for n in names):
                 raise ValueError("graph/entities.names.json holds a name that is not a string")
-            self._names = names
+            self._names = shown_names(names, self.arrays, "graph/entities.names.json")
         return self._names
 
     def access_values(self) -> list[Any]:
@@ -401,6 +403,22 @@ class GraphArrays:
     def chunk_entities(self, row: int) -> np.ndarray:
         indptr = self.arrays["mentions.indptr"]
         return np.asarray(self.arrays["mentions.entity"][indptr[row] : indptr[row + 1]])
+
+
+def shown_names(names: list[str], arrays: dict[str, np.ndarray], where: str) -> list[str]:
+    """The names as a caller may be shown them: each link's cut to the words of its key
+    (store/entities.py `key_words`), which every chunk naming it holds. A graph built when
+    links were named by the whole title they matched held a restricted document's later
+    title words there; a link named by other words is damage (ValueError, naming `where`).
+    Shared by both backends."""
+    keys = arrays["entities.keys"]
+    links = np.flatnonzero(np.asarray(arrays["entities.kind"]) == KINDS.index("link"))
+    for entity in links.tolist():
+        shown = key_words(names[entity], int(keys[entity]))
+        if shown is None:
+            raise ValueError(f"{where} names a link by words that are not its key's")
+        names[entity] = shown
+    return names
 
 
 def load_graph(directory: Path, rows: int, entry: Any) -> GraphArrays:

@@ -50,7 +50,13 @@ from footnote.store.communities import (
     compute_communities,
 )
 from footnote.store.entities import KINDS, Mention, TitleMatcher, chunk_mentions, key_hash
-from footnote.store.graph_files import GRAPH_FORMAT, PAIR_ENTITIES, GraphArrays, check_graph
+from footnote.store.graph_files import (
+    GRAPH_FORMAT,
+    PAIR_ENTITIES,
+    GraphArrays,
+    check_graph,
+    shown_names,
+)
 from footnote.store.text import keyword_tokens
 from footnote.store.types import Chunk, IndexCorrupt
 
@@ -428,6 +434,7 @@ def _load(
     names = [str(r[0]) for r in conn.execute(f"SELECT name FROM {tables.entities} ORDER BY key")]
     if len(names) != entry["entities"]:
         raise ValueError(f"{len(names)} entity names for {entry['entities']} entities")
+    names = shown_names(names, arrays, tables.entities)
     communities = None
     if "communities" in entry:  # an index published before communities has none
         communities = _load_communities(conn, tables, arrays["entities.keys"], rows, entry)
