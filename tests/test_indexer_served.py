@@ -48,7 +48,8 @@ def indexer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexer]:
     assert not ingest([corpus], index).failed
     team = api_key_team(root)
     uploads = root / "uploads"
-    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads)}
+    # the operator lets admins add what lies in this test's folder (the index there is not)
+    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads), "FOOTNOTE_SOURCE_ROOTS": str(root)}
     try:
         with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as server:
             clients = {u: get_sync_client(url=server.url, headers=team.headers(u)) for u in USERS}
