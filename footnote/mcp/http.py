@@ -9,6 +9,11 @@ the caller's groups; `ask` and the admin tools go through the server's own API a
 (`footnote.server.own_api`), so threads, pinned settings and the admin check are the API's.
 The index is chosen by name among the operator's (`FOOTNOTE_INDEX`, `FOOTNOTE_INDEXES`); a
 path or URL in a tool's arguments is refused with the reason.
+
+Before the MCP SDK sees a POST, its body is read under MAX_BODY (413 past it, from the
+Content-Length or as a chunked body arrives) and JSON nested too deeply for Python's parser is
+a 400 parse error, not a 500. `GET /mcp` (a server-to-client event stream) answers 405: a
+stateless server has nothing to send on it, and the stream would otherwise never close.
 """
 
 from __future__ import annotations
@@ -20,9 +25,12 @@ from typing import Any
 
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.types import Receive, Scope, Send
+from mcp.types import PARSE_ERROR
+from starlette.requests import Request
+from starlette.types import Message, Receive, Scope, Send
 
 from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
+from footnote.server.bodies import BodyTooLarge, limited_body
 from footnote.server.credentials import CredentialsError, Unauthenticated
 from footnote.server.own_api import (
     ApiRefused,
@@ -36,6 +44,8 @@ from footnote.server.settings import ContextRefused
 
 CALLER_KEY = "footnote.caller"
 """Where the authenticated caller rides in the request's ASGI scope."""
+MAX_BODY = 1_000_000
+"""A JSON-RPC message: a tool call's arguments are a question, a query or a source's URL."""
 
 
 def index_location(name: str) -> str:
@@ -90,13 +100,53 @@ def _caller_of(server: Server[Any, Any]) -> Caller:
     return caller
 
 
-async def _refuse(send: Send, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+async def _refuse(
+    send: Send, status: int, detail: str, payload: dict[str, Any] | None = None
+) -> None:
+    body = json.dumps(payload or {"detail": detail}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     if status == 401:
         headers.append((b"www-authenticate", b"Bearer"))
+    if status == 405:
+        headers.append((b"allow", b"POST"))
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+def _parse_error(message: str) -> dict[str, Any]:
+    """A JSON-RPC parse error shaped as the MCP SDK shapes its own."""
+    return {
+        "jsonrpc": "2.0",
+        "id": "server-error",
+        "error": {"code": PARSE_ERROR, "message": message},
+    }
+
+
+async def _checked_body(scope: Scope, receive: Receive, send: Send) -> Receive | None:
+    """A POST's body read under MAX_BODY and checked to be parseable, handed on as a
+    `receive` that replays it; None once the request has been refused."""
+    try:
+        body = await limited_body(Request(scope, receive), MAX_BODY)
+    except BodyTooLarge as exc:
+        await _refuse(send, 413, str(exc))
+        return None
+    try:
+        json.loads(body)
+    except RecursionError:
+        await _refuse(send, 400, "", _parse_error("Parse error: JSON nested too deeply"))
+        return None
+    except ValueError:
+        pass  # the SDK answers malformed JSON with its own parse error
+    replayed = False
+
+    async def replay() -> Message:
+        nonlocal replayed
+        if replayed:
+            return await receive()  # the client's disconnect, when it comes
+        replayed = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
 
 
 class McpEndpoint:
@@ -130,6 +180,14 @@ class McpEndpoint:
         except CredentialsError:
             await _refuse(send, 401, "the server's credentials are misconfigured")
             return
+        if scope["method"] == "GET":
+            await _refuse(send, 405, "stateless: no event stream here; send requests by POST")
+            return
+        if scope["method"] == "POST":
+            replay = await _checked_body(scope, receive, send)
+            if replay is None:
+                return
+            receive = replay
         caller = Caller(
             groups=identity.groups,
             admin=identity.admin and identity.method != "anonymous",

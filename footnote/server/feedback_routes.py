@@ -44,6 +44,7 @@ from footnote.feedback.records import (
     send_to_langsmith,
 )
 from footnote.feedback.why import MAX_HISTORY, AnswerNotFound, answer_record, shown
+from footnote.server.bodies import BodyTooLarge, limited_body
 from footnote.server.credentials import Credentials, Identity, Unauthenticated
 from footnote.server.own_api import credentials_of, loopback_url
 from footnote.store import jsonfile
@@ -95,9 +96,10 @@ async def _identity(request: Request) -> Identity:
 
 
 async def _body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if len(raw) > MAX_BODY:
-        raise Refused(413, f"request body over {MAX_BODY} bytes")
+    try:
+        raw = await limited_body(request, MAX_BODY)  # a 100 MB upload is not read to refuse it
+    except BodyTooLarge as exc:
+        raise Refused(413, str(exc)) from None
     try:
         data = jsonfile.loads(raw or b"{}")  # 16,000 `[` fit: a ValueError, not a 500
     except ValueError:
