@@ -72,7 +72,7 @@ class ServedAnswerer:
         try:
             if thread_id:  # one of the caller's: a run on any other id could create it
                 await api.get(f"/threads/{thread_id}")
-            thread = thread_id or await api.new_thread()
+            thread = thread_id or await api.new_thread({"source": "mcp"})
             output = await api.answer(
                 [{"role": "user", "content": question}], index=index, thread_id=thread
             )

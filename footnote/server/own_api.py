@@ -113,5 +113,8 @@ class OwnApi:
             raise ApiRefused(502, "the answer graph returned no values")
         return output
 
-    async def new_thread(self) -> str:
-        return str((await self.post("/threads", {}, timeout_s=60.0))["thread_id"])
+    async def new_thread(self, metadata: Mapping[str, str] | None = None) -> str:
+        """A new thread of the caller's. Its metadata says where it came from (`source`): the
+        chat page lists only its own unless asked for the others, each marked."""
+        body = {"metadata": dict(metadata or {})}
+        return str((await self.post("/threads", body, timeout_s=60.0))["thread_id"])
