@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +33,7 @@ from footnote.ingest.source_policy import (
     SourceRefused,
 )
 from footnote.server.langgraph_dev import ServerFailed, running_server
-from footnote.server.production import ProductionError, running_deployment
+from footnote.server.production import ProductionError, prepare_data_dir, running_deployment
 from tests.conftest import HANDBOOK
 from tests.served import Team, api_key_team
 from tests.test_mcp_openai import Served, error_text, mcp_session, structured
@@ -228,7 +230,9 @@ def attacked(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Attacked]:
     root = tmp_path_factory.mktemp(f"source-roots-{request.param}")
-    docs = root / "srv"
+    # PostgreSQL's own user must pass through to its cluster: a folder it may enter
+    docs = Path(tempfile.mkdtemp(prefix="footnote-source-roots-"))
+    docs.chmod(0o711)
     (docs / "handbook").mkdir(parents=True)
     (docs / "handbook" / "page.md").write_text("# Page\n\nThe numbat procedure.\n")
     team: Team = api_key_team(root)
@@ -244,6 +248,7 @@ def attacked(
     disk = {"docs": docs, "data": data, "keys": Path(team.env["FOOTNOTE_API_KEYS"])}
     try:
         if request.param == "production":
+            prepare_data_dir(data)
             with running_deployment(
                 index_dir=str(index),
                 workdir=root / "production",
@@ -262,6 +267,8 @@ def attacked(
                 yield Attacked(Served(server, team, index), disk)
     except (ServerFailed, ProductionError) as exc:
         pytest.fail(str(exc), pytrace=False)
+    finally:
+        shutil.rmtree(docs, ignore_errors=True)
 
 
 @pytest.mark.integration
