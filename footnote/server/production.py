@@ -493,7 +493,7 @@ def running_deployment(
 
             try:
                 pg = start_server(folder=database_dir)
-            except RuntimeError as exc:
+            except (RuntimeError, OSError) as exc:  # OSError: copying its binaries
                 raise ProductionError(f"the trial PostgreSQL did not start: {exc}") from None
             stack.callback(stop_pg, pg)
             database_url = pg.url
