@@ -21,6 +21,11 @@ list gives, no links, no absolute or `..` paths, every size and checksum matched
 version verified as `footnote search` would, the feedback store's integrity and schema
 checked; only then is anything replaced (each file by an atomic rename; the live version
 last, by replacing CURRENT). Stop the server while restoring.
+
+Nothing is unpacked whose sizes, as the archive's own list declares them, would not fit the
+disk or would expand the archive more than MAX_EXPANSION times (real index files compress
+2-4 times; a few megabytes of compressed zeros declaring a gigabyte is a bomb), and no member
+is read past its declared size, so a lying archive is refused before it fills the disk.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ import tarfile
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import IO, Any
 
 from footnote.feedback.records import SCHEMA_VERSION, feedback_location
 from footnote.store.backends import is_postgres
@@ -54,6 +59,10 @@ BACKUP_VERSION = 1
 MANIFEST = "footnote-backup.json"
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_MEMBERS = 100_000
+MAX_EXPANSION = 50
+"""How many times its own size an archive's files may declare (gzip's limit is ~1,000)."""
+EXPANSION_ALLOWANCE = 16 << 20
+"""Bytes any archive may declare beyond that: a small index in a tiny archive restores."""
 _CHUNK = 1 << 20
 
 
@@ -218,7 +227,10 @@ def _read_manifest(tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict[
     if not isinstance(version, str) or not VERSION_NAME.fullmatch(version):
         raise BackupError("the backup names no index version")
     if not isinstance(files, dict) or not all(
-        isinstance(v, dict) and isinstance(v.get("size"), int) and isinstance(v.get("sha256"), str)
+        isinstance(v, dict)
+        and type(v.get("size")) is int
+        and v["size"] >= 0
+        and isinstance(v.get("sha256"), str)
         for v in files.values()
     ):
         raise BackupError(f"{MANIFEST} lists its files wrongly")
@@ -228,6 +240,38 @@ def _read_manifest(tar: tarfile.TarFile, first: tarfile.TarInfo | None) -> dict[
         if not _safe_name(name) or not (name in allowed or name.startswith(prefix)):
             raise BackupError(f"the backup names a file it may not restore: {name[:120]!r}")
     return manifest
+
+
+def _check_room(declared: int, source: Path, staged: Path) -> None:
+    """BackupError, before anything is written, when the sizes the archive declares could not
+    come from an archive its size, or would not fit where it is unpacked."""
+    packed = source.stat().st_size
+    if declared > MAX_EXPANSION * packed + EXPANSION_ALLOWANCE:
+        raise BackupError(
+            f"the archive declares {declared} bytes of files in {packed} bytes: more than "
+            f"{MAX_EXPANSION} times its size, which no Footnote backup is; refused unread"
+        )
+    free = shutil.disk_usage(staged).free
+    if declared > free:
+        raise BackupError(
+            f"the archive declares {declared} bytes of files; {free} bytes are free at {staged}"
+        )
+
+
+def _copy_member(reader: IO[bytes], target: Path, size: int) -> str:
+    """Write `size` bytes of the member to `target` (never more, whatever the archive holds
+    beyond); returns their SHA-256."""
+    digest = hashlib.sha256()
+    descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(descriptor, "wb") as sink:
+        remaining = size
+        while remaining and (block := reader.read(min(_CHUNK, remaining))):
+            digest.update(block)
+            sink.write(block)
+            remaining -= len(block)
+    if remaining:
+        raise BackupError(f"{target.name}: shorter than the archive's list says")
+    return digest.hexdigest()
 
 
 def _unpack(source: Path, staged: Path) -> dict[str, Any]:
@@ -240,6 +284,7 @@ def _unpack(source: Path, staged: Path) -> dict[str, Any]:
         try:
             manifest = _read_manifest(tar, tar.next())
             expected: dict[str, dict[str, Any]] = manifest["files"]
+            _check_room(sum(v["size"] for v in expected.values()), source, staged)
             seen: set[str] = set()
             for count, member in enumerate(_members(tar)):
                 if count >= MAX_MEMBERS:
@@ -254,15 +299,9 @@ def _unpack(source: Path, staged: Path) -> dict[str, Any]:
                 seen.add(name)
                 target = staged.joinpath(*name.split("/"))
                 target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-                digest = hashlib.sha256()
                 reader = tar.extractfile(member)
                 assert reader is not None
-                descriptor = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-                with os.fdopen(descriptor, "wb") as sink:
-                    while block := reader.read(_CHUNK):
-                        digest.update(block)
-                        sink.write(block)
-                if digest.hexdigest() != expected[name]["sha256"]:
+                if _copy_member(reader, target, expected[name]["size"]) != expected[name]["sha256"]:
                     raise BackupError(f"{name}: checksum differs: the archive is damaged")
             if missing := sorted(set(expected) - seen):
                 raise BackupError(f"the archive lacks {missing[0]!r}, which it lists")
