@@ -111,6 +111,19 @@ def new_feedback_id() -> str:
     return secrets.token_hex(16)
 
 
+def uncovered_parts(parts: Any) -> list[str]:
+    """The questions of the parts the documents did not cover, as the run reported its
+    `parts`: a question in several parts may be answered in one part and not in another, and
+    the part left unanswered is as much a gap for review as a whole "not covered" answer."""
+    if not isinstance(parts, list):
+        return []
+    return [
+        str(part.get("question", ""))
+        for part in parts
+        if isinstance(part, Mapping) and part.get("covered") is False
+    ]
+
+
 @dataclass
 class Feedback:
     """One user's rating of one answer, with the answer as the server recorded it."""
@@ -144,10 +157,17 @@ class Feedback:
     row: int = 0
     """Its place in the store's order (newest first listings, `before`); never shown."""
 
+    @property
+    def uncovered_parts(self) -> list[str]:
+        """The parts of the question the documents did not cover (from the run's why)."""
+        return uncovered_parts(self.why.get("parts"))
+
     def public(self, *, with_why: bool = False) -> dict[str, Any]:
-        """As JSON for the API; the why is large, so only on request."""
+        """As JSON for the API; the why is large, so only on request. A reviewer is told
+        which parts were not covered (`uncovered_parts`) without the why."""
         hidden = ("why", "row", "access_scope")
         data = {k: v for k, v in self.__dict__.items() if k not in hidden}
+        data["uncovered_parts"] = self.uncovered_parts
         if with_why:
             data["why"] = self.why
         return data
@@ -553,10 +573,13 @@ def export_beir(rows: Sequence[Feedback], directory: str | Path) -> Export:
         key = _normalised(row.question)
         if not key:
             continue
-        qid = ids.setdefault(key, f"q{len(ids) + 1}")
         if row.not_covered and row.should_cover:
-            gaps[qid] = row.question
+            # A question in several parts is a gap only in the parts left unanswered.
+            several = len(row.why.get("parts") or []) > 1
+            for gap in (row.uncovered_parts if several else []) or [row.question]:
+                gaps[ids.setdefault(_normalised(gap), f"q{len(ids) + 1}")] = gap
             continue
+        qid = ids.setdefault(key, f"q{len(ids) + 1}")
         by_n = {int(c["n"]): str(c.get("chunk_id") or "") for c in row.citations if "n" in c}
         judged: dict[str, int] = {}
         if row.rating == 1:

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from footnote.feedback.records import uncovered_parts
 from footnote.graph.prompts import NOT_COVERED
 from footnote.graph.state import planned_route
 
@@ -282,13 +283,15 @@ def answer_record(
     if findings:
         why["research"] = _research(findings)
     context = metadata.get("context") if isinstance(metadata.get("context"), Mapping) else {}
+    uncovered = uncovered_parts(why.get("parts"))
     return {
         "thread_id": thread_id,
         "message_id": message_id,
         "run_id": run_id,
         "question": why["question"],
         "answer": answer,
-        "not_covered": is_not_covered(answer, citations),
+        "not_covered": is_not_covered(answer, citations) or bool(uncovered),
+        "uncovered_parts": uncovered,
         "citations": [
             {k: c.get(k) for k in ("n", "chunk_id", "source", "section", "url")} for c in citations
         ],

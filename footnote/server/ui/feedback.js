@@ -166,8 +166,10 @@ function addFeedbackBar(turn, threadId, values) {
       current.wrong = new Set(row.wrong_citations || []);
       comment.value = current.comment;
       show();
-    } else if (turn.classList.contains("not-covered") && turn.dataset.live === "true") {
-      // Recorded unrated, so an admin can review what the documents do not cover.
+    } else if ((turn.classList.contains("not-covered") || turn.classList.contains("partly-covered"))
+               && turn.dataset.live === "true") {
+      // Recorded unrated, so an admin can review what the documents do not cover (a part
+      // of a question in several parts included).
       api("/feedback", {
         method: "POST",
         body: { thread_id: threadId, message_id: answer.id },
@@ -412,9 +414,12 @@ function reviewItem(row) {
   const item = el("li", "review-item");
   item.dataset.id = String(row.id);
   const verdict = row.rating === 1 ? "rated up" : row.rating === -1 ? "rated down" : "not rated";
+  // A question in several parts answered in some: name the parts that were not covered.
+  const parts = (row.citations || []).length ? row.uncovered_parts || [] : [];
+  const uncovered = parts.length ? ` · not covered: ${parts.join("; ")}` : " · not covered";
   const meta = el("p", "review-meta",
     `${row.created_at.slice(0, 16).replace("T", " ")} · ${row.user_id} · ${verdict}` +
-    (row.not_covered ? " · not covered" : ""));
+    (row.not_covered ? uncovered : ""));
   item.append(meta, el("p", "review-question", row.question));
   item.append(el("p", "review-answer", row.answer.length > 400
     ? `${row.answer.slice(0, 400)}…` : row.answer));
