@@ -165,7 +165,8 @@ def _save_uploads(uploads: list[dict[str, str]], folder: Path) -> list[Path]:
 def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, Any]:
     """Run the admin's action through the same write path as `footnote add/remove/sync`;
     every change asked for, done, refused or failed, goes to the audit log
-    (`footnote.ingest.audit`), under the caller's authenticated identity."""
+    (`footnote.ingest.audit`), under the caller's authenticated identity. A listing is a
+    view, not a change: neither it nor its refusal is recorded."""
     context = _context(runtime)
     index = context.index_dir
     changes = state.action != "sources"
@@ -176,11 +177,12 @@ def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, A
         "sources": state.sources,
         "uploads": [str(u.get("name", "")) for u in state.uploads if isinstance(u, dict)],
     }
-    where = audit.audit_location(index)
+    where = audit.audit_location()
     try:
         _require_admin()
     except NotAllowed as exc:
-        audit.record_quietly(where, **trail, result="refused", reason=str(exc))
+        if changes:
+            audit.record_quietly(where, **trail, result="refused", reason=str(exc))
         raise
     try:
         result = _act(state, context)

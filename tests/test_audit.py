@@ -98,13 +98,17 @@ def test_the_cli_prints_records_and_counts_damaged_lines(
     assert [e["who"] for e in shown["items"]] == ["jwt:bob"] and shown["damaged"] == 3
 
 
-def test_the_log_lives_beside_the_index_unless_named(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def test_the_log_has_one_home_unless_named(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    state_dir: Path,
 ) -> None:
+    """One log per deployment, in its state folder, whatever index a record is about (more:
+    tests/test_audit_log_home.py)."""
     monkeypatch.delenv(audit.AUDIT_ENV, raising=False)
-    index = tmp_path / "team" / "index"
-    assert audit.audit_location(str(index)) == tmp_path / "team" / "audit.jsonl"
+    assert audit.audit_location() == state_dir / "audit.jsonl"
     monkeypatch.setenv(audit.AUDIT_ENV, str(tmp_path / "named.jsonl"))
-    assert audit.audit_location(str(index)) == tmp_path / "named.jsonl"
-    assert main(["audit", "--index", str(index)]) == 0
+    assert audit.audit_location() == tmp_path / "named.jsonl"
+    assert main(["audit", "--index", str(tmp_path / "team" / "index")]) == 0
     assert "no audit records" in capsys.readouterr().out

@@ -302,7 +302,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from footnote.cli import audit as cli_audit
 
-    cli_audit.add_command(sub, default_index)
+    cli_audit.add_command(sub)
 
     from footnote.cli.conventions import finish
 

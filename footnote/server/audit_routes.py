@@ -1,7 +1,9 @@
 """`GET /audit`: the audit log of admin actions (`footnote.ingest.audit`), for admins only.
 
     GET /audit?limit=N&index=NAME   the last N records (default 100, at most 1000) of the
-                                    named index's log (default: the server's default index)
+                                    deployment's one log (`footnote.ingest.audit`): changes
+                                    to every index and to the API keys (`footnote keys`),
+                                    or with `index`, only those about that index
 
 Served beside the API on both runtimes, identifying the caller exactly as the API does
 (`footnote.server.credentials`): no credentials, or the anonymous caller of a server without
@@ -48,12 +50,14 @@ async def read_audit(request: Request) -> JSONResponse:
         return _answer(422, {"detail": "limit must be a whole number"})
     if not 1 <= limit <= MAX_LIMIT:
         return _answer(422, {"detail": f"limit must be between 1 and {MAX_LIMIT}"})
+    index = None
+    if "index" in request.query_params:
+        try:
+            index = served_settings().index_location(request.query_params["index"])
+        except ContextRefused as exc:
+            return _answer(exc.status, {"detail": exc.message})
     try:
-        index = served_settings().index_location(request.query_params.get("index", "default"))
-    except ContextRefused as exc:
-        return _answer(exc.status, {"detail": exc.message})
-    try:
-        entries, damaged = await asyncio.to_thread(audit.read, audit.audit_location(index), limit)
+        entries, damaged = await asyncio.to_thread(audit.read, audit.audit_location(), limit, index)
     except audit.AuditError:
         return _answer(500, {"detail": "the audit log cannot be read; see the server's log"})
     return _answer(200, {"items": entries, "damaged": damaged})

@@ -188,9 +188,15 @@ async def create_run(ctx: Auth.types.AuthContext, value: Any) -> dict[str, str]:
 
 
 def audit_refused(who: str, run_input: Any, requested: Any, reason: str) -> None:
-    """An indexer run refused before it started, in the audit log of the index it named
-    (the default one when it named none the operator has)."""
+    """An indexer run refused before it started, in the audit log, naming the index it asked
+    for (the default one when it named none the operator has). A refused listing (`sources`,
+    the indexer's default: what the Sources panel asks of anyone) is a view a user may
+    simply not have, not an attempt to change anything, so it is not recorded; a run whose
+    input is not known here (a graph factory's refusal) is."""
     asked = run_input if isinstance(run_input, dict) else {}
+    action = str(asked.get("action", "sources")) if asked is run_input else "not known"
+    if action == "sources":
+        return
     name = requested.get("index_dir", "default") if isinstance(requested, dict) else "default"
     try:
         index = SETTINGS.index_location(name)
@@ -199,9 +205,9 @@ def audit_refused(who: str, run_input: Any, requested: Any, reason: str) -> None
     given = asked.get("uploads")
     uploads: list[Any] = given if isinstance(given, list) else []
     audit.record_quietly(
-        audit.audit_location(index),
+        audit.audit_location(),
         who=who,
-        action=str(asked.get("action", "sources")),
+        action=action,
         result="refused",
         reason=reason,
         index=index,
