@@ -18,10 +18,21 @@ const INDEX_ERRORS = new Set([
   "IndexError_", "IndexNotFound", "IndexCorrupt", "IndexMismatch", "PostgresUnavailable",
 ]);
 
+/** Where a thread came from (its `source` metadata): the chat page marks its own threads,
+ * MCP `ask` its; a thread made through the LangGraph SDK or RemoteGraph has no mark (the
+ * OpenAI-compatible route runs statelessly: its threads are gone once answered). The list
+ * shows the chat page's by default; the others only when asked, each marked. */
+const CHAT_SOURCE = "chat";
+const THREAD_SOURCES = new Map([
+  [CHAT_SOURCE, "From the chat page"],
+  ["mcp", "From MCP ask"],
+]);
+
 const state = {
   config: { graph_id: "footnote", not_covered: "", source_base_url: "" },
   token: sessionStorage.getItem(TOKEN_KEY),
   threadId: null,
+  allThreads: false, // list threads from every source, not only the chat page's
   busy: false,
   turns: 0,
   opening: 0,
@@ -259,10 +270,18 @@ function threadTitle(thread) {
   return "Untitled conversation";
 }
 
+/** The mark of a thread's origin; a value the page does not know reads as "the API". */
+function threadSource(thread) {
+  const source = (thread.metadata || {}).source;
+  return THREAD_SOURCES.get(typeof source === "string" ? source : "") || "From the API";
+}
+
 async function refreshThreads() {
+  // The server adds the caller's ownership to this filter: it narrows, never widens.
+  const filter = state.allThreads ? {} : { metadata: { source: CHAT_SOURCE } };
   const threads = await api("/threads/search", {
     method: "POST",
-    body: { limit: 50, sort_by: "updated_at", sort_order: "desc" },
+    body: { limit: 50, sort_by: "updated_at", sort_order: "desc", ...filter },
   });
   const list = $("thread-list");
   list.replaceChildren();
@@ -276,7 +295,14 @@ async function refreshThreads() {
     const when = document.createElement("time");
     when.dateTime = thread.updated_at || thread.created_at || "";
     when.textContent = when.dateTime ? new Date(when.dateTime).toLocaleString() : "";
-    item.append(link, when, threadControls(item, thread));
+    item.append(link, when);
+    if (state.allThreads) {
+      const mark = document.createElement("span");
+      mark.className = "thread-source";
+      mark.textContent = threadSource(thread);
+      item.append(mark);
+    }
+    item.append(threadControls(item, thread));
     list.append(item);
   }
   $("thread-empty").hidden = threads.length > 0;
@@ -437,10 +463,48 @@ function clearConversation() {
 
 function newConversation() {
   if (state.busy) return;
+  setDrawerOpen(false);
   history.pushState(null, "", location.pathname);
   clearConversation();
   clearAlert();
   $("question").focus();
+}
+
+// ---------------------------------------------------------------- the drawer (phone width)
+
+/** At phone width (app.css) the list is a drawer; on a wider screen the class does nothing.
+ * Closing it gives focus back to its button when focus was inside, so it is not lost. */
+function setDrawerOpen(open) {
+  const toggle = $("threads-toggle");
+  const wasOpen = toggle.getAttribute("aria-expanded") === "true";
+  if (open === wasOpen) return;
+  $("app").classList.toggle("drawer-open", open);
+  toggle.setAttribute("aria-expanded", String(open));
+  if (open) $("threads-close").focus();
+  else if ($("threads").contains(document.activeElement)) toggle.focus();
+}
+
+function wireDrawer() {
+  $("threads-toggle").addEventListener("click", () => {
+    setDrawerOpen($("threads-toggle").getAttribute("aria-expanded") !== "true");
+  });
+  $("threads-close").addEventListener("click", () => setDrawerOpen(false));
+  $("thread-list").addEventListener("click", (event) => {
+    if (event.target.closest("a")) setDrawerOpen(false); // a conversation was chosen
+  });
+  $("app").addEventListener("click", (event) => {
+    if (event.target === $("app")) setDrawerOpen(false); // the dimmed page behind it
+  });
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && $("app").classList.contains("drawer-open")) {
+      setDrawerOpen(false);
+      $("threads-toggle").focus();
+    }
+  });
+  $("threads-all").addEventListener("change", () => {
+    state.allThreads = $("threads-all").checked;
+    refreshThreads().catch(handleError);
+  });
 }
 
 // ---------------------------------------------------------------- asking
@@ -529,7 +593,7 @@ async function ask(question) {
     if (!state.threadId) {
       const thread = await api("/threads", {
         method: "POST",
-        body: { metadata: { title: question.slice(0, 80) } },
+        body: { metadata: { title: question.slice(0, 80), source: CHAT_SOURCE } },
       });
       state.threadId = thread.thread_id;
       history.pushState(null, "", `#thread=${encodeURIComponent(thread.thread_id)}`);
@@ -861,6 +925,7 @@ async function start() {
   $("sign-in-form").addEventListener("submit", onSignIn);
   $("sign-out").addEventListener("click", () => signOut(""));
   $("new-thread").addEventListener("click", newConversation);
+  wireDrawer();
   $("ask-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const question = $("question").value.trim();
