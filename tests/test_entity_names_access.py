@@ -27,6 +27,7 @@ from footnote.store.types import Caller
 from footnote.tools.communities import CommunityView
 from footnote.tools.graph_view import GraphView
 from tests.conftest import RunCli
+from tests.pg_fixture import PgServer
 from tests.test_communities import DOCS, write_docs
 
 TITLE = "Office Move Plan for the Platform Team and the Key Vault in 2025: QUOKKA-5521 Layoffs"
@@ -169,3 +170,34 @@ def test_an_index_built_before_links_were_named_by_their_match_shows_the_match(
     (old / "entities.names.json").write_text(json.dumps(damaged), encoding="utf-8")
     with pytest.raises(ValueError, match="names.json"):
         GraphArrays(directory=old, rows=graph.rows, arrays=graph.arrays).names()
+
+
+def test_on_postgres_no_caller_sees_the_title_beyond_the_match(
+    pg_server: PgServer, tmp_path: Path
+) -> None:
+    """The same on PostgreSQL, where the entity rows keep each mention's name: `footnote
+    graph`'s views and the communities show only the match, and a link row that holds the
+    whole title (written before links were named by their match) is shown cut to its key."""
+    import psycopg
+
+    docs = {**DOCS, "facilities.md": FACILITIES, "building.md": BUILDING, "move.md": MOVE}
+    url = f"{pg_server.url}?index=entity_names"
+    ingest([write_docs(tmp_path / "docs", docs)], url)
+
+    def shown() -> list[Any]:
+        reader = open_reader(url)
+        view = GraphView(reader, EVERYONE)
+        communities = CommunityView(reader, reader.select(EVERYONE))
+        link = view.entity(MATCHED, 10_000)
+        assert link is not None and entity_key(link["name"]) == MATCHED
+        return [view.top(10_000), link, [communities.summarise(c).to_dict(entities=10_000)
+                                         for c in communities.communities()]]  # fmt: skip
+
+    assert not leaked(shown()), leaked(shown())
+    assert GraphView(open_reader(url), HR).entity(TITLE) is not None
+    with psycopg.connect(pg_server.url, autocommit=True) as conn:
+        conn.execute(
+            "UPDATE footnote_entity_names_entities SET name = %s WHERE key = %s",
+            (TITLE, key_hash(MATCHED)),
+        )
+    assert not leaked(shown()), leaked(shown())
