@@ -8,13 +8,15 @@ unexpanded, no DTD loaded, nothing fetched from the network and libxml2's defaul
 limits (no `huge_tree`); a document declaring entities (or any internal DTD subset) is
 refused outright, since none of these formats needs one and an entity bomb is what such a
 declaration is for. A bare `<!DOCTYPE html>` or a public DTD's name (EPUB chapters and NCX
-files carry them) is harmless with no DTD loaded, and allowed.
+files carry them) is harmless with no DTD loaded, and allowed. The prolog is read token by
+token (processing instructions, comments and quoted DTD names skipped as XML defines them),
+and one that does not reach its root element within PROLOG_SCAN bytes is refused too: no real
+document pads its prolog, and one padded past the scan could hide a declaration behind it.
 """
 
 from __future__ import annotations
 
 import io
-import re
 import zipfile
 from typing import Any
 
@@ -29,9 +31,10 @@ MAX_RATIO = 200
 """How many times its compressed size one member may inflate to (text compresses ~10×)."""
 RATIO_FLOOR = 1_000_000
 """Members smaller than this unpacked are not held to the ratio: tiny files compress oddly."""
-_DECLARATION = re.compile(rb"<!\s*ENTITY|<!\s*DOCTYPE[^>\[]*\[", re.IGNORECASE)
 PROLOG_SCAN = 65_536
-"""Bytes read from each XML member to find a DOCTYPE before its root element."""
+"""Bytes of each XML document its root element must start within: everything before it
+(declarations, comments, processing instructions) is checked."""
+_DECLARES = "declares entities"
 
 
 def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
@@ -74,19 +77,80 @@ def refuse_xml_declarations(archive: zipfile.ZipFile, kind: str) -> None:
             continue
         try:
             with archive.open(member) as handle:
-                head = handle.read(PROLOG_SCAN)
+                head = handle.read(PROLOG_SCAN + 1)
         except (zipfile.BadZipFile, NotImplementedError, RuntimeError, OSError) as exc:
             raise ParseError(f"{kind}: cannot unpack {member.filename} ({exc})") from exc
-        if _DECLARATION.search(_prolog(head)):
-            raise ParseError(f"{kind}: {member.filename} declares entities (refused)")
+        if reason := prolog_refusal(head):
+            raise ParseError(f"{kind}: {member.filename} {reason} (refused)")
 
 
-def _prolog(head: bytes) -> bytes:
-    """The bytes before the root element: declarations, comments and processing
-    instructions, with the comments' text blanked so a tag inside one ends nothing."""
-    head = re.sub(rb"<!--.*?-->", b"", head, flags=re.DOTALL)
-    root = re.search(rb"<[A-Za-z_]", head)
-    return head[: root.start()] if root else head
+def _prolog_text(head: bytes) -> str:
+    """The head as text: UTF-16 decoded (by its byte order mark, or `<` beside a NUL byte);
+    anything else byte for byte, since the markup that matters here is ASCII in UTF-8 and
+    every other encoding an XML parser guesses from the first bytes."""
+    if head.startswith((b"\xff\xfe", b"\xfe\xff")):
+        return head.decode("utf-16", "replace")
+    if head.startswith(b"<\x00"):
+        return head.decode("utf-16-le", "replace")
+    if head.startswith(b"\x00<"):
+        return head.decode("utf-16-be", "replace")
+    return head.removeprefix(b"\xef\xbb\xbf").decode("latin-1")
+
+
+def _doctype_end(text: str, start: int) -> int | None:
+    """Where the DOCTYPE at `start` ends (its `>`), skipping quoted names; -1 when it opens
+    an internal subset (`[`); None when it does not end in the text."""
+    at = start + len("<!DOCTYPE")
+    while at < len(text):
+        char = text[at]
+        if char in "\"'":
+            close = text.find(char, at + 1)
+            if close < 0:
+                return None
+            at = close + 1
+        elif char == "[":
+            return -1
+        elif char == ">":
+            return at
+        else:
+            at += 1
+    return None
+
+
+def prolog_refusal(head: bytes) -> str | None:
+    """Why the document starting with `head` (up to PROLOG_SCAN + 1 bytes) is refused, or
+    None: its prolog declares entities or a DTD subset, holds anything XML does not allow
+    there, or does not reach the root element within PROLOG_SCAN bytes."""
+    whole = len(head) <= PROLOG_SCAN
+    text = _prolog_text(head[:PROLOG_SCAN])
+    at = 0
+    while True:
+        while at < len(text) and text[at] in " \t\r\n":
+            at += 1
+        if at >= len(text):
+            return None if whole else f"has a prolog over {PROLOG_SCAN:,} bytes"
+        if text.startswith("<?", at):
+            end, after = text.find("?>", at + 2), 2
+        elif text.startswith("<!--", at):
+            end, after = text.find("-->", at + 4), 3
+        elif text[at : at + 9].upper() == "<!DOCTYPE":
+            found, after = _doctype_end(text, at), 1
+            if found == -1:
+                return _DECLARES
+            end = -1 if found is None else found
+        elif text.startswith("<!", at):
+            return _DECLARES
+        elif text.startswith("<", at) and _starts_name(text[at + 1 : at + 2]):
+            return None  # the root element
+        else:
+            return "has text before its root element"
+        if end < 0:
+            return f"has a prolog not closed within {PROLOG_SCAN:,} bytes"
+        at = end + after
+
+
+def _starts_name(char: str) -> bool:
+    return bool(char) and (char.isalpha() or char in "_:" or ord(char) > 127)
 
 
 _PARSER_OPTIONS: dict[str, Any] = {
@@ -102,8 +166,8 @@ _PARSER_OPTIONS: dict[str, Any] = {
 
 def refuse_declarations(data: bytes, what: str) -> None:
     """Refuse one XML or XHTML document that declares entities or a DTD subset."""
-    if _DECLARATION.search(_prolog(data[:PROLOG_SCAN])):
-        raise ParseError(f"{what} declares entities (refused)")
+    if reason := prolog_refusal(data[: PROLOG_SCAN + 1]):
+        raise ParseError(f"{what} {reason} (refused)")
 
 
 def parse_xml(data: bytes, what: str) -> Any:
