@@ -3,6 +3,7 @@ questions for a fixed time, against 1 and then 2 Aegra replicas sharing PostgreS
 
     python benchmarks/serve_load.py [--users 8] [--seconds 60] [--replicas 1,2] [--json]
     python benchmarks/serve_load.py --replicas 2 --kill-halfway   # kill -9 one replica mid-run
+    python benchmarks/serve_load.py --kills 10   # kill -9 10 times: lost runs, longest wait
 
 Each user has an API key (the team of tests/served.py: engineering, hr, finance+hr, no
 groups, admin) and loops: a new thread, one question (the handbook's, or a restricted
@@ -184,6 +185,137 @@ def measure(
     }
 
 
+TAKEN_OVER_WITHIN_S = 45.0
+"""The target: a run owned by a killed replica finishes within this long of being made."""
+LOST_AFTER_S = 300.0
+"""A run not finished this long after it was made is counted lost."""
+
+
+@dataclass
+class Takeover:
+    waits: list[float] = field(default_factory=list)
+    """Seconds from making each run to seeing it succeed."""
+    lost: list[str] = field(default_factory=list)
+    """Runs that ended in anything but success, or never ended: why."""
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+
+def background_loop(
+    urls: list[str], headers: dict[str, str], stop: threading.Event, tally: Takeover, start: int
+) -> None:
+    """Make a background run (on the first replica that answers), then wait for its end,
+    asking whichever replica answers, as a client behind a load balancer would."""
+    from langgraph_sdk import get_sync_client
+
+    clients = [get_sync_client(url=url, headers=headers, timeout=10) for url in urls]
+    for n in itertools.count(start):
+        if stop.is_set():
+            return
+        made = None
+        for client in clients[n % 2 :] + clients[: n % 2]:
+            try:
+                thread = client.threads.create()["thread_id"]
+                question = HANDBOOK_QUESTIONS[n % len(HANDBOOK_QUESTIONS)]
+                run = client.runs.create(
+                    thread, "footnote", input={"messages": [{"role": "user", "content": question}]}
+                )
+                made = (thread, run["run_id"], time.monotonic())
+                break
+            except Exception:  # noqa: BLE001 - a dead replica: try the next
+                continue
+        if made is None:
+            time.sleep(0.5)
+            continue
+        outcome = _run_end(clients, *made)
+        with tally.lock:
+            if outcome == "success":
+                tally.waits.append(time.monotonic() - made[2])
+            else:
+                tally.lost.append(f"{made[1]}: {outcome}")
+
+
+def _run_end(clients: list[Any], thread: str, run_id: str, made: float) -> str:
+    """The run's final status, or why it has none within LOST_AFTER_S."""
+    while time.monotonic() - made < LOST_AFTER_S:
+        for client in clients:
+            try:
+                status = str(client.runs.get(thread, run_id)["status"])
+                break
+            except Exception:  # noqa: BLE001 - that replica is down: ask another
+                continue
+        else:
+            status = "pending"
+        if status not in ("pending", "running"):
+            return status
+        time.sleep(0.25)
+    return f"not finished after {LOST_AFTER_S:g} s"
+
+
+def measure_takeover(
+    index: Path, team: Any, kills: int, users: int, workdir: Path
+) -> dict[str, Any]:
+    """`kills` times, kill -9 a busy replica (each in turn, once it is back and serving
+    again) while `users` clients keep background runs going; report every run's wait, the
+    longest, how many waited over TAKEN_OVER_WITHIN_S and how many were lost."""
+    import os
+    import signal
+
+    from footnote.server.production import running_deployment, supervise
+    from tests.served import USERS
+
+    names = list(USERS)
+    tally = Takeover()
+    said: list[str] = []
+    with running_deployment(
+        index_dir=str(index),
+        workdir=workdir,
+        replicas=2,
+        extra_env=team.env,
+        inherit_credentials=False,
+    ) as deployment:
+        urls = [r.url for r in deployment.replicas]
+        stop, halt = threading.Event(), threading.Event()
+        supervisor = threading.Thread(
+            target=supervise, args=(deployment, halt, lambda _, m: said.append(m))
+        )
+        supervisor.start()
+        clients = [
+            threading.Thread(
+                target=background_loop,
+                args=(urls, team.headers(names[i % len(names)]), stop, tally, i),
+            )
+            for i in range(users)
+        ]
+        for t in clients:
+            t.start()
+        began = time.monotonic()
+        for k in range(kills):
+            time.sleep(6.0)  # let runs pile up on both replicas
+            victim = deployment.replicas[k % len(deployment.replicas)]
+            restarts = sum("restarted" in m for m in said)
+            os.kill(victim.process.pid, signal.SIGKILL)
+            back_by = time.monotonic() + 180
+            while sum("restarted" in m for m in said) == restarts and time.monotonic() < back_by:
+                time.sleep(0.5)
+        stop.set()
+        for t in clients:
+            t.join()
+        halt.set()
+        supervisor.join()
+    waits = sorted(tally.waits)
+    return {
+        "kills": kills,
+        "users": users,
+        "seconds": round(time.monotonic() - began, 1),
+        "runs": len(waits) + len(tally.lost),
+        "lost": len(tally.lost),
+        "longest_wait_s": round(waits[-1], 1) if waits else None,
+        "p50_wait_s": round(statistics.median(waits), 2) if waits else None,
+        f"over_{TAKEN_OVER_WITHIN_S:g}_s": sum(w > TAKEN_OVER_WITHIN_S for w in waits),
+        "first_lost": tally.lost[:3],
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--users", type=int, default=8)
@@ -192,6 +324,13 @@ def main() -> int:
     parser.add_argument("--json", action="store_true")
     parser.add_argument(
         "--kill-halfway", action="store_true", help="kill -9 the last replica halfway through"
+    )
+    parser.add_argument(
+        "--kills",
+        type=int,
+        default=0,
+        help="instead of the load table: kill -9 a busy replica this many times (2 replicas, "
+        "background runs) and report lost runs and the longest wait",
     )
     args = parser.parse_args()
 
@@ -204,6 +343,11 @@ def main() -> int:
         summary = ingest([build_corpus(root)], index)
         assert not summary.failed, summary.failed
         team = api_key_team(root)
+        if args.kills:
+            report = measure_takeover(index, team, args.kills, args.users, root / "kills")
+            print(json.dumps(report, indent=2))
+            ok = report["lost"] == 0 and not report[f"over_{TAKEN_OVER_WITHIN_S:g}_s"]
+            return 0 if ok else 1
         rows = [
             measure(
                 index, team, int(k), args.users, args.seconds, root / f"run-{k}", args.kill_halfway

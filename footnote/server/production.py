@@ -66,6 +66,11 @@ RECOVERY_DEFAULTS = {
     "LEASE_DURATION_SECONDS": "15",
     "HEARTBEAT_INTERVAL_SECONDS": "5",
     "REAPER_INTERVAL_SECONDS": "5",
+    # A run the dead replica had taken off the queue but not yet claimed holds no lease: it
+    # stays pending until the reaper finds it missing from the queue this long after it was
+    # made (Aegra's 120 s: one question waited 122.6 s after a kill -9). A run still queued
+    # is never pushed twice, and a claim is atomic, so a shorter wait runs nothing twice.
+    "STUCK_PENDING_THRESHOLD_SECONDS": "20",
 }
 
 
