@@ -20,6 +20,7 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
+from footnote.ingest import audit
 from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import ServerFailed, running_server
 from tests.conftest import HANDBOOK
@@ -115,7 +116,7 @@ def test_served_url_sources_never_reach_loopback(indexer: Indexer) -> None:
 def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(indexer: Indexer) -> None:
     """An admin's upload and sync are recorded with the admin's authenticated identity, a
     non-admin's refused sync as refused (with the reason); over HTTP only an admin reads the
-    log (a user: 403, nobody: 401); the file is mode 600 beside the index."""
+    log (a user: 403, nobody: 401); the file is mode 600, the deployment's one log."""
     assert indexer.team is not None
     admin, alice = indexer.clients["root"], indexer.clients["alice"]
     note = base64.b64encode(b"# Audited\n\nThe audited numbat memo.\n").decode()
@@ -125,7 +126,7 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(indexer: I
     status, _ = refusal(lambda: run(alice, "indexer", action="sync"))
     assert status == 403
     assert_audited(indexer.url, indexer.team, upload="audited.md")
-    log = indexer.index.parent / "audit.jsonl"
+    log = audit.audit_location()  # the server was handed this one (server_environment)
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 

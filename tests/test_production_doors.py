@@ -372,7 +372,7 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
 ) -> None:
     """As on the dev runtime (tests/test_indexer_served.py): an admin's upload and sync are
     recorded under the admin's authenticated identity, a user's refused sync as refused;
-    only an admin reads GET /audit; the log is mode 600 beside the index."""
+    only an admin reads GET /audit; the log is mode 600, the deployment's one log."""
     deployment, _ = doors
     url = url_of(deployment)
     root = get_sync_client(url=url, headers=team.headers("root"))
@@ -390,7 +390,7 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
     )
     assert refused.status_code == 403, refused.text
     assert_audited(url, team, upload="audited.md")
-    log = served_index.parent / "audit.jsonl"
+    log = audit.audit_location()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
@@ -471,7 +471,7 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
     module.parent.mkdir()
     module.write_text(OPEN_AUTH, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
-    log = served_index.parent / "audit.jsonl"
+    log = audit.audit_location()
     before = len(audit.read(log, limit=1_000_000)[0])
     for deployment, uploads in deploy(
         tmp_path,

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from footnote.ingest.audit import AUDIT_ENV, audit_location
 from footnote.server.checkpoint import CHECKPOINT_URL_ENV
 from footnote.store.backends import is_postgres
 
@@ -32,7 +33,9 @@ def server_environment(
     """Quiet and offline by default: no analytics, no version check, no tracing.
 
     With a LangSmith key in the environment the server turns tracing on by itself, so the
-    keys are removed unless tracing was asked for.
+    keys are removed unless tracing was asked for. The audit log is named as this process
+    resolves it, absolute (the server runs in a folder of its own), so the server writes
+    the log `footnote audit` and `footnote keys` use here.
     """
     env = dict(os.environ)
     env.update(
@@ -40,6 +43,7 @@ def server_environment(
             "FOOTNOTE_INDEX": index_dir
             if is_postgres(index_dir)
             else str(Path(index_dir).resolve()),
+            AUDIT_ENV: str(audit_location().absolute()),
             "LANGGRAPH_CLI_NO_ANALYTICS": "1",
             "LANGGRAPH_NO_VERSION_CHECK": "true",
             "TOKENIZERS_PARALLELISM": "false",
