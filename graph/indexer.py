@@ -31,7 +31,8 @@ from footnote.ingest.source_policy import (
     ServedSourcePolicy,
     roots_from_setting,
 )
-from footnote.store.backends import default_index
+from footnote.store.backends import default_index, open_writer
+from footnote.store.types import IndexError_
 
 Action = Literal["add", "remove", "sync", "sources"]
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,120}")
@@ -205,7 +206,22 @@ def _actor() -> str:
     return f"{_user_field(user, 'auth_method')}:{name}"
 
 
+class IndexProblem(ValueError):
+    """An index error (damaged, missing, locked, ...) as a served admin receives it: the dev
+    server shows the message only of the exception kinds it knows, ValueError among them,
+    so the `--rebuild` hint of a damaged index would otherwise read "internal error"."""
+
+
 def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
+    try:
+        return _perform(state, context)
+    except IndexError_ as exc:
+        if _served_user() is None:  # the in-process host gets the index's own error
+            raise
+        raise IndexProblem(str(exc)) from exc
+
+
+def _perform(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
     index = context.index_dir
     if state.action == "sources":
         return corpus.sources(index)
@@ -219,6 +235,8 @@ def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
         sources = _allowed_sources(state.sources, context)
         if not sources and not state.uploads:
             raise ValueError("add needs sources or uploads")
+        if state.uploads:  # a damaged index is refused before an upload is written
+            open_writer(index).previous()
         saved = _save_uploads(state.uploads, Path(context.upload_dir))
         targets = [*sources, *map(str, saved)]
         options.update(

@@ -70,9 +70,7 @@ def _sources_found(index: Path) -> set[str]:
 
 
 @pytest.mark.parametrize("damage", list(DAMAGES))
-def test_writers_refuse_a_damaged_index_and_leave_it_untouched(
-    tmp_path: Path, damage: str
-) -> None:
+def test_writers_refuse_a_damaged_index_and_leave_it_untouched(tmp_path: Path, damage: str) -> None:
     index, docs = _built(tmp_path)
     (docs / "newt.md").write_text("# Newt\n\nThe newt hides under a stone.\n")
     extra = tmp_path / "extra.md"
@@ -179,3 +177,27 @@ def test_postgres_index_with_its_chunks_table_gone_is_refused_then_rebuilt(
         assert [s["id"] for s in corpus.sources(index)["sources"]] == [str(docs)]
     finally:
         drop_index(index)
+
+
+@pytest.mark.integration
+def test_the_served_indexer_names_rebuild_and_writes_no_upload(tmp_path: Path) -> None:
+    """On the dev runtime, which hides the message of an error kind it does not know, the
+    admin reads the `--rebuild` hint; the upload the refused add carried is not written."""
+    from langgraph_sdk import get_sync_client
+
+    from footnote.server.langgraph_dev import running_server
+    from tests.served import api_key_team
+
+    index, _ = _built(tmp_path)
+    _truncate_manifest(index)
+    team = api_key_team(tmp_path)
+    uploads = tmp_path / "uploads"
+    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads)}
+    upload = {"name": "memo.md", "content": "IyBNZW1vCg=="}  # "# Memo"
+    with running_server(index_dir=str(index), log=tmp_path / "server.log", extra_env=env) as server:
+        admin = get_sync_client(url=server.url, headers=team.headers("root"))
+        for run_input in ({"action": "add", "uploads": [upload]}, {"action": "sync"}):
+            with pytest.raises(Exception, match="--rebuild") as refused:
+                admin.runs.wait(None, "indexer", input=run_input)
+            assert "internal error" not in str(refused.value)
+    assert not (uploads / "memo.md").exists()
