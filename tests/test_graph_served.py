@@ -5,7 +5,9 @@ graph's communities among them, with the thread state and "why" that keep those 
 find no restricted marker, whether it sits in a document's title, in the names and codes the
 graph makes entities of, in a community's summary or in its text; and no caller can choose
 another ranking. The served leak pattern of tests/served.py, with a restricted document that
-the graph links to public ones (it names their title, team and phrases).
+the graph links to public ones (it names their title, team and phrases), and an `[hr]` one
+whose long title public documents name by its first words only: its restricted words come
+after those, where a link named by the whole title would carry them to everyone.
 
 The server has no served form of `footnote graph`; its communities view (the summaries) is
 checked here for each user of the team, the entity view per caller in
@@ -15,6 +17,7 @@ tests/test_graph_backends.py and tests/test_entity_graph.py.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +30,7 @@ from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import ServerFailed, running_server
 from footnote.server.production import ProductionError, running_deployment
 from footnote.server.settings import ServerSettings, SettingsError
+from footnote.store.entities import entity_key
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.served import GRAPH_ID, RESTRICTED, USERS, Restricted, api_key_team, build_corpus
@@ -55,7 +59,42 @@ API keys rotate as Keys says.
 """Markers in its title, in a heading, in names, in a code identifier and in plain text; it
 names a public document's title (Keys), a public team and public phrases, so the graph holds
 edges and co-occurrences between it and what everyone reads."""
-DOCUMENTS = (*RESTRICTED, QUILL)
+MOVE = Restricted(
+    "move.md",
+    "hr",
+    ("QUOKKA", "Quokka", "quokka", "Layoffs", "layoffs"),
+    ("Who is let go after the office move?", "What follows the move of the service accounts?"),
+)
+MOVE_TITLE = (
+    "Office Move Plan for the Platform Team and the Service Account Owners in Building Four "
+    "with QUOKKA-5521 Layoffs"
+)
+MATCHED = "office move plan for the Platform Team and the service account owners"
+"""The title's first MAX_TITLE_WORDS words (store/entities.py), all a public text names of it:
+its restricted words come after them, so a link named by the title it matched would carry
+them to every caller who may read the public text."""
+MOVE_TEXT = f"""---
+title: {MOVE_TITLE}
+access: [hr]
+---
+# Office move
+
+The Platform Team moves its service accounts to Building Four in spring. QUOKKA-5521 Layoffs
+follow the move; Quokka layoffs are told to each team lead first.
+"""
+PUBLIC_MENTIONS = {  # two public documents name the long title (a link in two chunks: it
+    # joins a community, so the global route and the communities view show it)
+    "facilities.md": f"""# Facilities
+
+The {MATCHED} is kept by the facilities desk. The Platform Team keeps its service account
+keys in the vault during the move.
+""",
+    "building.md": f"""# New building
+
+Building Four opens in spring. Read the {MATCHED} before the Platform Team moves its desks.
+""",
+}
+DOCUMENTS = (*RESTRICTED, QUILL, MOVE)
 BRIDGES = [  # questions whose graph walk passes entities the restricted document shares
     "What does the Platform Team own?",
     "Which team runs jobs under a service account?",
@@ -69,6 +108,8 @@ QUERIES = [
     *(m for d in DOCUMENTS for m in d.markers),
     "Project Quillfeather Ostrander",
     "Marrowgate Holdings",
+    MATCHED,
+    MOVE_TITLE,
 ]
 GLOBAL = [  # whole-corpus questions: the global route, over communities the restricted
     # document shares with public ones (their summaries are made per caller)
@@ -76,8 +117,9 @@ GLOBAL = [  # whole-corpus questions: the global route, over communities the res
     "What topics do the documents cover?",
     "Which documents mention the Platform Team?",
     "Which documents mention a vendor or a ledger?",
+    "Which documents mention the office move plan?",
 ]
-ASKED = [*BRIDGES, *QUILL.questions, RESTRICTED[0].questions[0], *GLOBAL]
+ASKED = [*BRIDGES, *QUILL.questions, *MOVE.questions, RESTRICTED[0].questions[0], *GLOBAL]
 
 
 def may_see(user: str, document: Restricted) -> bool:
@@ -86,8 +128,6 @@ def may_see(user: str, document: Restricted) -> bool:
 
 
 def leaked(user: str, payload: Any) -> list[str]:
-    import json
-
     text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
     return [m for d in DOCUMENTS if not may_see(user, d) for m in d.markers if m in text]
 
@@ -112,6 +152,9 @@ def index(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("graph-served")
     corpus = build_corpus(root)
     (corpus / QUILL.source).write_text(QUILL_TEXT, encoding="utf-8")
+    (corpus / MOVE.source).write_text(MOVE_TEXT, encoding="utf-8")
+    for name, text in PUBLIC_MENTIONS.items():
+        (corpus / name).write_text(text, encoding="utf-8")
     built = root / "index"
     summary = ingest([corpus], built)
     assert not summary.failed, summary.failed
@@ -136,6 +179,10 @@ def test_the_communities_view_shows_each_user_only_what_they_may_read(
             assert not leaked(user, shown.stdout), (user, form, leaked(user, shown.stdout))
             if may_see(user, QUILL):
                 assert any(m in shown.stdout for m in QUILL.markers), (user, form)
+            if form:  # the long title's link is in a community every user sees
+                named = {entity_key(e) for c in json.loads(shown.stdout)["communities"]
+                         for e in c["entities"]}  # fmt: skip
+                assert entity_key(MATCHED) in named, (user, sorted(named))
 
 
 @pytest.fixture(scope="module", params=["dev", "production"])
@@ -201,9 +248,9 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
     """Every user, concurrently: MCP searches by the bridge questions, the restricted
     documents' questions and their very markers (k 1 to 20, with and without a filter), and
     cited answers; whole-corpus ones by the global route, read also where its community
-    summaries and entities are kept (the thread's state, the answer's "why"): at least 1,000
-    probes, no marker of a document the user may not read, and each restricted document found
-    by exactly the users who may read it."""
+    summaries and entities are kept (the thread's state and history, the answer's "why"): at
+    least 1,000 probes, no marker of a document the user may not read, and each restricted
+    document found by exactly the users who may read it."""
     seen: dict[str, set[str]] = {user: set() for user in USERS}
     summarised: dict[str, list[dict[str, Any]]] = {user: [] for user in USERS}
 
@@ -218,12 +265,17 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
 
             async def kept(thread_id: str) -> None:
                 """The global answer as the server keeps it: the thread's state (its
-                communities with their entities, the passages summarised) and its why."""
+                communities with their entities, the passages summarised), its history
+                and its why."""
                 nonlocal count
                 state = await api.get(f"/threads/{thread_id}/state")
                 assert state.status_code == 200, state.text
                 values = state.json()["values"]
                 assert not leaked(user, values), (user, thread_id, leaked(user, values))
+                history = await api.post(f"/threads/{thread_id}/history", json={"limit": 50})
+                assert history.status_code == 200, history.text
+                assert history.json(), (user, thread_id)
+                assert not leaked(user, history.text), (user, thread_id, leaked(user, history.text))
                 summarised[user] += values.get("footnote_communities") or []
                 message_id = values["messages"][-1]["id"]
                 why = await api.get(
@@ -232,13 +284,14 @@ def test_nothing_restricted_reaches_a_caller_through_the_graph(served: Served) -
                 assert why.status_code == 200, why.text
                 assert why.json()["why"]["route"] == "global", why.json()["why"]["path"]
                 assert not leaked(user, why.text), (user, thread_id, leaked(user, why.text))
-                count += 2
+                count += 3
 
             async def check(tool: str, arguments: dict[str, Any]) -> None:
                 nonlocal count
                 result = await session.call_tool(tool, arguments)
-                answer = {k: v for k, v in (result.structuredContent or {}).items()
-                          if k != "query"}  # fmt: skip  (the caller's own query, echoed)
+                answer = {
+                    k: v for k, v in (result.structuredContent or {}).items() if k != "query"
+                }  # fmt: skip  (the caller's own query, echoed)
                 payload = [answer, [c.model_dump() for c in result.content]]
                 assert not leaked(user, payload), (user, tool, arguments, leaked(user, payload))
                 if not result.isError and tool == "search":
