@@ -437,8 +437,12 @@ def update_index(
     settings = settings or ChunkSettings(max_tokens=model.max_tokens)
     summary = IngestSummary(index=str(index_dir))
     cache = EmbeddingCache(index_dir)
-    spool = FreshSpool(model.dimension)
-    with backend.writer(), contextlib.closing(cache), contextlib.closing(spool):
+    with (
+        backend.writer(),
+        contextlib.closing(cache),
+        # Made inside: a writer that cannot start (the index is locked) leaves no folder.
+        contextlib.closing(FreshSpool(model.dimension)) as spool,
+    ):
         live, kept = live_state(backend, rebuild=rebuild)
         remembered = read_roots(kept)
         if default_access is None:
