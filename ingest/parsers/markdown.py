@@ -35,6 +35,15 @@ _GROUP_NAME = re.compile(r"[^\s\[\]{}:,\"'][^\[\]{}:,\"']*")
 _YAML_INDICATORS = frozenset("!&*|>@`%")
 """Characters that make YAML read a value as other than plain text (tag, anchor, alias...)."""
 _UNCLOSED_LOOKAHEAD = 50
+_HEAD_LINES = 30
+"""Non-blank lines past the front matter that some reader could still take as its own."""
+_ACCESS_KEY_LINE = re.compile(
+    r"""^[\s\-*+>|]*["'`]?\s*access\s*["'`]?\s*(?:[:=]|\.\s*[\w"'-]+\s*=)"""
+    r"""|^\s*\[+\s*["']?access["']?\s*(?:\.[^\]]*)?\]+\s*$"""
+)
+"""A line that states `access` as a key in YAML, TOML, MultiMarkdown or a list item
+(`access:`, `- access:`, `access =`, `access.groups =`, `[access]`), checked on its
+`_skeleton` so case, look-alike letters and invisible characters make no difference."""
 _FRONT_MATTER_MAX_CHARS = 65_536
 _FRONT_MATTER_MAX_DEPTH = 32
 _METADATA_NODE_BUDGET = 10_000
@@ -240,6 +249,8 @@ def read_front_matter(lines: list[str]) -> tuple[dict[str, Any], int, list[str] 
     """Front matter as a document's: (other fields, body start, access, problem). A problem
     means access `[]` (admins only): unclear access never widens to the default."""
     front = _front_matter(lines)
+    if front.problem is None:
+        front.problem = _stray_access_problem(lines, front.body_start)
     fields = dict(front.fields)
     access: list[str] | None = None
     if front.problem is not None:
@@ -248,6 +259,41 @@ def read_front_matter(lines: list[str]) -> tuple[dict[str, Any], int, list[str] 
     elif "access" in fields:
         access = _access_list(fields.pop("access"))
     return fields, front.body_start, access, front.problem
+
+
+def _stray_access_problem(lines: list[str], body_start: int) -> str | None:
+    """An `access` key in the file's first lines that the front matter read did not take.
+
+    Readers differ on front matter (an empty `---`/`---` block first, a `%YAML` directive
+    with a comment, MultiMarkdown's bare `Key: value` lines, a second block): whichever
+    form hides an `access` from this reader would leave the document public while its
+    author meant it restricted. So any access-like key line past the block read, within
+    the first non-blank lines, makes access untrustworthy and the document admins-only.
+    """
+    seen = 0
+    prose_seen = False
+    fence: tuple[str, int] | None = None
+    for index in range(body_start, len(lines)):
+        line = lines[index]
+        if not line.strip():
+            continue
+        seen += 1
+        if seen > _HEAD_LINES:
+            return None
+        if fence is not None:  # an example in a code block, once prose has begun the body
+            fence = None if _closes_fence(line, fence) else fence
+            continue
+        opened = _FENCE_OPEN.match(line)
+        if opened and prose_seen:
+            fence = (opened.group(1)[0], len(opened.group(1)))
+            continue
+        if _ACCESS_KEY_LINE.match(_skeleton(line)):
+            return (
+                f"line {index + 1} states access outside the front matter read; "
+                "put `access:` in one `---` block that opens on the first line"
+            )
+        prose_seen = prose_seen or (line.strip()[0].isalnum() and not _KEY_LINE.match(line))
+    return None
 
 
 def _looks_structured(line: str) -> bool:
