@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.documents import Document
@@ -48,8 +48,47 @@ def format_sources(documents: Sequence[Document]) -> str:
     return source_blocks([(source_origin(doc), doc.page_content) for doc in documents])
 
 
+_FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
+
+
+def code_blocks(lines: Sequence[str]) -> list[tuple[int, int]]:
+    """The fenced code blocks among `lines`, as (opening, closing) line positions. A block
+    closes at a fence of its own character at least as long as its opening one (CommonMark),
+    or at the end of the text."""
+    blocks: list[tuple[int, int]] = []
+    opening: tuple[int, str] | None = None
+    for position, line in enumerate(lines):
+        fence = _FENCE.match(line)
+        if fence is None:
+            continue
+        marker = fence.group(1)
+        if opening is None:
+            opening = (position, marker)
+        elif marker[0] == opening[1][0] and len(marker) >= len(opening[1]):
+            blocks.append((opening[0], position))
+            opening = None
+    if opening is not None:
+        blocks.append((opening[0], len(lines)))
+    return blocks
+
+
+def _outside_code(text: str, change: Callable[[str], str]) -> str:
+    """`text` with `change` applied to its prose only: a fenced code block is a quote, whose
+    brackets (`ports = [8080]`) are no citations and whose indentation is its meaning."""
+    lines = text.split("\n")
+    out: list[str] = []
+    start = 0
+    for opening, closing in code_blocks(lines):
+        out += change("\n".join(lines[start:opening])).split("\n") if opening > start else []
+        out += lines[opening : closing + 1]
+        start = closing + 1
+    if start < len(lines):
+        out += change("\n".join(lines[start:])).split("\n")
+    return "\n".join(out)
+
+
 def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], list[int]]:
-    """Remove citations that name no given source.
+    """Remove citations that name no given source (fenced code is quoted, not checked).
 
     Returns the cleaned answer, the valid numbers in order of first use, and the invalid ones.
     """
@@ -65,9 +104,11 @@ def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], 
                 target.append(n)
         return "".join(f"[{n}]" for n in good)
 
-    cleaned = CITATION_RUN.sub(keep, answer)
-    cleaned = re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned)).strip()
-    return cleaned, valid, invalid
+    def tidy(prose: str) -> str:
+        cleaned = CITATION_RUN.sub(keep, prose)
+        return re.sub(r"[ \t]+([.,;:!?])", r"\1", re.sub(r"[ \t]{2,}", " ", cleaned))
+
+    return _outside_code(answer, tidy).strip(), valid, invalid
 
 
 def citation_entries(numbers: Sequence[int], documents: Sequence[Document]) -> list[dict[str, Any]]:

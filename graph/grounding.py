@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
-from footnote.graph.citations import CITATION_RUN, citation_numbers, strip_citation_marks, verify
+from footnote.graph.citations import (
+    CITATION_RUN,
+    citation_numbers,
+    code_blocks,
+    strip_citation_marks,
+    verify,
+)
+from footnote.graph.code_quotes import is_pointer, is_verbatim
 from footnote.graph.support import ClaimCheck, Embed, IdfWeights, check_claim
 from footnote.store.text import SENTENCE_END, keyword_tokens
 
@@ -63,7 +70,6 @@ _NUMBER_WORDS = [
     "twenty",
 ]
 _BULLET = re.compile(r"^\s*(?:[-*•+]|\d{1,2}[.)])\s+|^\s*#{1,6}\s+")
-_FENCE = re.compile(r"^\s*(```|~~~)")
 _MARKUP = re.compile(r"[*`]+|</?[a-z][a-z0-9]*\s*/?>", re.IGNORECASE)
 """Emphasis, code marks and HTML tags: not words a source would contain."""
 _TRAILING_CITATIONS = re.compile(rf"(?:\s*{CITATION_RUN.pattern})+\s*[.!?;:]?\s*$")
@@ -118,7 +124,11 @@ def ground(
     kept_text: dict[tuple[int, int], str] = {}
     result = Grounded(text="", invalid=invalid)
     units = _units(lines)
+    quoted = _quoted_code(lines, units, documents)
     for unit in units:
+        if (unit.line, unit.begin) in quoted:
+            kept_text[(unit.line, unit.begin)] = unit.text.strip()
+            continue
         claim = unit.claim
         if not re.search(r"\w", _MARKUP.sub("", claim)) or claim.startswith(_FIXED_LINES):
             continue  # markup, or the answer's own fixed wording: nothing to keep or report
@@ -247,12 +257,11 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
     A citation run that opens a sentence ("... 90 days. [1] When ...") belongs to the one
     before it."""
     units: list[_Unit] = []
-    in_code = False
+    fences, code = _code_lines(lines)
     for number, line in enumerate(lines):
-        if _FENCE.match(line):
-            in_code = not in_code
+        if number in fences:
             continue
-        if in_code:
+        if number in code:
             if line.strip():
                 units.append(_Unit(number, 0, len(line), line, []))
             continue
@@ -271,6 +280,37 @@ def _units(lines: Sequence[str]) -> list[_Unit]:
                 numbers = [n for run in CITATION_RUN.findall(text) for n in citation_numbers(run)]
                 units.append(_Unit(number, a, b, text, list(dict.fromkeys(numbers))))
     return units
+
+
+def _code_lines(lines: Sequence[str]) -> tuple[set[int], set[int]]:
+    """The positions of the fence lines, and of the lines inside fenced code blocks."""
+    fences: set[int] = set()
+    code: set[int] = set()
+    for opening, closing in code_blocks(lines):
+        fences |= {opening, closing}
+        code |= set(range(opening + 1, closing))
+    return fences, code
+
+
+def _quoted_code(
+    lines: Sequence[str], units: Sequence[_Unit], documents: Sequence[Document]
+) -> set[tuple[int, int]]:
+    """The units kept as written because they quote code (code_quotes.py): every line of a
+    block that is a source's own lines, in order (the source its caption cites, else any),
+    and the caption above it when it only points at those lines ("deploy.py, lines 5–9 [1]:").
+    Anything else in a block is checked line by line, a caption that says more as a claim."""
+    kept: set[tuple[int, int]] = set()
+    for opening, closing in code_blocks(lines):
+        caption = next((u for u in reversed(units) if u.line == opening - 1), None)
+        cited = [n for n in (caption.numbers if caption else []) if 1 <= n <= len(documents)]
+        sources = [documents[n - 1] for n in cited] if cited else list(documents)
+        source = next((d for d in sources if is_verbatim(lines[opening + 1 : closing], d)), None)
+        if source is None:
+            continue
+        kept |= {(u.line, u.begin) for u in units if opening < u.line < closing}
+        if caption is not None and cited and is_pointer(caption.claim, source):
+            kept.add((caption.line, caption.begin))
+    return kept
 
 
 def _cite(claim: str, original: str, number: int) -> str:
@@ -297,11 +337,14 @@ def _assemble(
     for unit in units:
         by_line.setdefault(unit.line, []).append(unit)
     out: list[str] = []
+    fences, in_code = _code_lines(lines)
     code: list[str] = []
     fence = ""
     for number, line in enumerate(lines):
-        if _FENCE.match(line):
+        if number in fences:
             if fence:
+                while code and not code[-1].strip():
+                    code.pop()
                 if code:
                     out += [fence, *code, line]
                 fence, code = "", []
@@ -309,8 +352,9 @@ def _assemble(
                 fence = line
             continue
         mine = by_line.get(number)
-        if fence:
-            if mine and (number, 0) in kept:
+        if number in in_code:
+            # Kept lines, and the blank lines between them: code's spacing is its layout.
+            if (mine and (number, 0) in kept) or (code and not line.strip()):
                 code.append(line)
             continue
         if mine is None:

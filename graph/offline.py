@@ -6,7 +6,8 @@
   the question's (idf-weighted) keywords it contains and its place among the other
   candidates (`grader.py`: the linear blend by default, or the calibrated model).
 - answering: extractive; the sentences of the kept chunks closest to the question, each
-  followed by its citation.
+  followed by its citation; a chunk of source code is quoted as its lines, in a fenced
+  block cited by line (code_quotes.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
+from footnote.graph.code_quotes import code_language, quote_code, quoted_window
 from footnote.graph.grader import answer_type, has_answer_type
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
@@ -93,7 +95,13 @@ def extractive_answer(
     as the documents say them.
     """
     candidates: list[tuple[int, int, str]] = []
+    windows: dict[int, list[int]] = {}
     for number, doc in enumerate(documents, 1):
+        if code_language(doc):  # code is quoted as its lines, one candidate per chunk
+            windows[number] = quoted_window(question, doc)
+            lines = doc.page_content.split("\n")
+            candidates.append((number, 0, "\n".join(lines[i] for i in windows[number])))
+            continue
         for position, sentence in enumerate(
             split_sentences(strip_citation_marks(doc.page_content))
         ):
@@ -129,7 +137,17 @@ def extractive_answer(
     ][:max_sentences]
     chosen += _continuations(chosen, candidates)
     chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
-    return " ".join(f"{candidates[i][2]} [{candidates[i][0]}]" for i in chosen)
+    paragraphs: list[str] = []
+    prose: list[str] = []
+    for number, _, text in (candidates[i] for i in chosen):
+        if number in windows:  # a quote of code stands on its own lines (code_quotes.py)
+            paragraphs += [" ".join(prose)] if prose else []
+            paragraphs.append(quote_code(documents[number - 1], number, windows[number]))
+            prose = []
+        else:
+            prose.append(f"{text} [{number}]")
+    paragraphs += [" ".join(prose)] if prose else []
+    return "\n\n".join(paragraphs)
 
 
 def _under_heading(document: Document, sentence: str) -> str:
