@@ -115,3 +115,15 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ.pop("FOOTNOTE_STATE_DIR", None)
     else:
         os.environ["FOOTNOTE_STATE_DIR"] = before
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A test that starts the embedded PostgreSQL is an integration test, however it reaches
+    it: the `pg_server` fixture, or the `locate` fixture's postgres backend (which asks for
+    the server only when run). So `./dev test -m "not integration"` is a fast subset that
+    starts no server, without each file having to remember the marker."""
+    for item in items:
+        fixtures = getattr(item, "fixturenames", ())
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if "pg_server" in fixtures or params.get("locate") == "postgres":
+            item.add_marker(pytest.mark.integration)
