@@ -1,14 +1,22 @@
-"""Office files parsed in a worker process with hard limits on time and memory.
+"""Every file is parsed in a worker process with hard limits on time and memory.
 
-A small DOCX can unpack into hundreds of thousands of XML elements: its parse takes what
-python-docx and lxml take, in C calls no signal interrupts, and gigabytes of memory. So
-DOCX and PPTX are parsed by one long-lived worker (`python -m footnote.ingest.isolation`)
-whose address space is capped (`$FOOTNOTE_PARSE_MEMORY_MB`, default 1024) and which is
-killed when the file's time budget runs out. The wait is a plain read with a timeout, so the
-limit holds on any thread, a server's included, and never blocks anything but the caller.
+A small file can make a parser build far more than its size: a DOCX or EPUB unpacks into
+hundreds of thousands of XML elements, a Markdown page into a section per line, a workbook
+into a record per row. The parse takes what the libraries take, in C calls no signal
+interrupts. So every format is parsed by long-lived workers (`python -m
+footnote.ingest.isolation_worker`) whose address space is capped
+(`$FOOTNOTE_PARSE_MEMORY_MB`, default 1024) and which are killed when the file's time
+budget runs out. The wait is a plain read with a timeout, so the limit holds on any thread,
+a server's included, and never blocks anything but the caller. A worker is reused for the
+next file; callers on other threads take another (up to `MAX_IDLE` are kept).
 
 Frames on the worker's stdin/stdout are an 8-byte length and JSON (the request header, then
-the raw file), never pickle: the worker's replies are data, checked as a parse result.
+the raw file), never pickle: the worker's replies are data, checked as a parse result, and
+never longer than `reply_limit` of the file's size, so what the caller builds from a reply
+stays in proportion to the file.
+
+This module is the caller's side and imports no parser; the worker's side is
+`footnote.ingest.isolation_worker`.
 """
 
 from __future__ import annotations
@@ -21,30 +29,43 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import IO, Any
+from typing import IO
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.limits import TimeBudgetExceeded, current_deadline, setting_number
 
-ISOLATED_SUFFIXES = frozenset({".docx", ".pptx"})
 WORKER_ENV = "FOOTNOTE_PARSE_WORKER"
-"""Set in the worker: there `parse_bytes` parses office files itself."""
+"""Set in the worker: there `parse_bytes` parses the file itself, never in a nested worker."""
 MEMORY_ENV = "FOOTNOTE_PARSE_MEMORY_MB"
 DEFAULT_MEMORY_MB = 1024
+MAX_IDLE = 4
+"""Started workers kept waiting for the next file: one per indexer job in flight, at most."""
+REPLY_FLOOR = 32 << 20
+REPLY_RATIO = 16
+"""A reply (the parse result as JSON) may be `REPLY_FLOOR` plus this many times the file's
+size: a CSV of short rows is several times its size as records, a bomb far more."""
 MAX_REPLY_BYTES = 512 << 20
 _LENGTH = 8
+
+
+def reply_limit(size: int) -> int:
+    """The longest reply accepted for a file of `size` bytes (see `REPLY_RATIO`)."""
+    return min(MAX_REPLY_BYTES, REPLY_FLOOR + REPLY_RATIO * size)
 
 
 class _Worker:
     def __init__(self, memory_mb: int) -> None:
         self.memory_mb = memory_mb
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "footnote.ingest.isolation", str(memory_mb)],
+            [sys.executable, "-m", "footnote.ingest.isolation_worker", str(memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
             env={**os.environ, WORKER_ENV: "1", "OMP_NUM_THREADS": "1"},
         )
+
+    def usable(self, memory_mb: int) -> bool:
+        return self.process.poll() is None and self.memory_mb == memory_mb
 
     def kill(self) -> None:
         self.process.kill()
@@ -52,13 +73,17 @@ class _Worker:
 
 
 _lock = threading.Lock()
-_workers: list[_Worker] = []
+_idle: list[_Worker] = []
+_started: list[_Worker] = []
+"""Every live worker, idle or parsing, for `stop_workers`."""
 
 
 def stop_workers() -> None:
     """Kill the parse workers now, mid-file or not: for a process about to exit, whose
-    worker would otherwise parse on, orphaned, until it next reads its closed stdin."""
-    for worker in list(_workers):
+    workers would otherwise parse on, orphaned, until they next read their closed stdin."""
+    with _lock:
+        workers = list(_started)
+    for worker in workers:
         worker.process.kill()
 
 
@@ -69,69 +94,76 @@ def _memory_mb() -> int:
         raise ParseError(str(exc)) from None
 
 
+def _take(memory_mb: int) -> _Worker:
+    """An idle worker with this cap, else a new one; dead or differently capped ones go."""
+    with _lock:
+        while _idle:
+            worker = _idle.pop()
+            if worker.usable(memory_mb):
+                return worker
+            _started.remove(worker)
+            worker.kill()
+        worker = _Worker(memory_mb)
+        _started.append(worker)
+        return worker
+
+
+def _put_back(worker: _Worker) -> None:
+    with _lock:
+        if len(_idle) < MAX_IDLE:
+            _idle.append(worker)
+            return
+        _started.remove(worker)
+    worker.kill()
+
+
+def _discard(worker: _Worker) -> None:
+    with _lock:
+        if worker in _started:
+            _started.remove(worker)
+    worker.kill()
+
+
 def parse_isolated(data: bytes, path: Path, source: str) -> ParsedDocument:
-    """`parse_bytes` in the worker, within the file's time budget (`current_deadline`) and
+    """`parse_bytes` in a worker, within the file's time budget (`current_deadline`) and
     the memory cap; a worker that overruns either is killed and the file fails with why."""
     deadline = current_deadline.get()
     memory = _memory_mb()
-    with _lock:  # one worker, one file at a time
-        if _workers and (_workers[0].process.poll() is not None or _workers[0].memory_mb != memory):
-            _workers.pop().kill()
-        if not _workers:
-            _workers.append(_Worker(memory))
-        worker = _workers[0]
-        try:
-            assert worker.process.stdin is not None and worker.process.stdout is not None
-            header = json.dumps({"name": path.name, "source": source}).encode()
-            _write_frame(worker.process.stdin, header)
-            _write_frame(worker.process.stdin, data)
-            reply = _read_frame(worker.process.stdout, deadline)
-        except TimeBudgetExceeded:
-            _workers.remove(worker)
-            worker.kill()
-            raise
-        except BaseException as exc:  # died (over its memory), or interrupted: start afresh
-            _workers.remove(worker)
-            worker.kill()
-            if isinstance(exc, OSError | EOFError):
-                raise ParseError(_over_memory(memory)) from None
-            raise
+    worker = _take(memory)
+    try:
+        assert worker.process.stdin is not None and worker.process.stdout is not None
+        header = json.dumps({"name": path.name, "source": source}).encode()
+        write_frame(worker.process.stdin, header)
+        write_frame(worker.process.stdin, data)
+        reply = read_frame(worker.process.stdout, deadline, reply_limit(len(data)))
+    except BaseException as exc:  # over its time, died (over its memory), or interrupted
+        _discard(worker)
+        if isinstance(exc, OSError | EOFError):
+            raise ParseError(over_memory(memory)) from None
+        raise
+    _put_back(worker)
     return _document(reply)
 
 
-def _over_memory(memory_mb: int) -> str:
+def over_memory(memory_mb: int) -> str:
     return f"parsing stopped: the file needed more than {memory_mb} MB ({MEMORY_ENV})"
 
 
-def _ran_out_of_memory(exc: BaseException) -> bool:
-    """Whether a parse failed for want of memory: a MemoryError, or libxml2's own
-    out-of-memory error, which lxml reports as an XMLSyntaxError ("unknown error")."""
-    from lxml import etree
-
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, MemoryError) or (
-            isinstance(seen, etree.XMLSyntaxError) and seen.code == etree.ErrorTypes.ERR_NO_MEMORY
-        ):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
-
-
-def _write_frame(stream: IO[bytes], payload: bytes) -> None:
+def write_frame(stream: IO[bytes], payload: bytes) -> None:
     stream.write(len(payload).to_bytes(_LENGTH, "big"))
     stream.write(payload)
     stream.flush()
 
 
-def _read_frame(stream: IO[bytes], deadline: float | None) -> bytes:
-    size = int.from_bytes(_read_exactly(stream, _LENGTH, deadline), "big")
-    if size > MAX_REPLY_BYTES:
-        raise EOFError("reply too large")
-    return _read_exactly(stream, size, deadline)
+def read_frame(stream: IO[bytes], deadline: float | None, limit: int) -> bytes:
+    """One frame, refused unread when it declares more than `limit` bytes."""
+    size = int.from_bytes(read_exactly(stream, _LENGTH, deadline), "big")
+    if size > limit:
+        raise ParseError(f"parse failed: the worker's reply of {size:,} bytes is over {limit:,}")
+    return read_exactly(stream, size, deadline)
 
 
-def _read_exactly(stream: IO[bytes], size: int, deadline: float | None) -> bytes:
+def read_exactly(stream: IO[bytes], size: int, deadline: float | None) -> bytes:
     fd = stream.fileno()
     parts: list[bytes] = []
     left = size
@@ -165,38 +197,3 @@ def _document(reply: bytes) -> ParsedDocument:
         raise
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         raise ParseError(f"parse failed: the worker's reply is malformed ({exc})") from None
-
-
-def _serve(memory_mb: int) -> None:
-    """The worker: cap the address space, then parse each file sent until stdin closes."""
-    import dataclasses
-    import resource
-
-    from footnote.ingest.parsers import parse_bytes
-
-    limit = memory_mb << 20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-    source, sink = sys.stdin.buffer, sys.stdout.buffer
-    while True:
-        try:
-            header = json.loads(_read_exactly(source, _frame_size(source), None))
-            data = _read_exactly(source, _frame_size(source), None)
-        except EOFError:
-            return
-        reply: dict[str, Any]
-        try:
-            doc = parse_bytes(data, Path(str(header["name"])), str(header["source"]))
-            reply = {"document": dataclasses.asdict(doc)}
-        except ParseError as exc:
-            reply = {"error": _over_memory(memory_mb) if _ran_out_of_memory(exc) else str(exc)}
-        except MemoryError:
-            os._exit(3)  # the parent reports it: over the memory limit
-        _write_frame(sink, json.dumps(reply).encode())
-
-
-def _frame_size(stream: IO[bytes]) -> int:
-    return int.from_bytes(_read_exactly(stream, _LENGTH, None), "big")
-
-
-if __name__ == "__main__":
-    _serve(int(sys.argv[1]))

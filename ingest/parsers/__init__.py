@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 
 from footnote.ingest.documents import ParsedDocument, ParseError
-from footnote.ingest.isolation import ISOLATED_SUFFIXES, WORKER_ENV
+from footnote.ingest.isolation import WORKER_ENV, parse_isolated
 from footnote.ingest.parsers import (
     epub,
     html,
@@ -41,6 +41,7 @@ __all__ = [
     "unsupported_reason",
     "parse_bytes",
     "parse_file",
+    "parse_here",
 ]
 
 Parser = Callable[[bytes, Path, str], ParsedDocument]
@@ -104,22 +105,32 @@ def parse_file(path: Path, source: str, *, max_bytes: int = 20_000_000) -> Parse
     `source` is the path relative to the ingest root (with `/`); it becomes the
     document's `source` and the base of HTML section URLs. Raises `ParseError`
     for anything that cannot be read or yields no text, and never any other
-    exception, so one bad file cannot stop an ingest run.
+    exception, so one bad file cannot stop an ingest run. It parses in this process, with
+    no memory cap, for tools and tests that read files they trust; ingest reads what it is
+    given with `parse_bytes`, in the capped worker.
     """
     _parser_for(path.suffix.lower())
-    return parse_bytes(_read_bytes(path, max_bytes), path, source)
+    return parse_here(_read_bytes(path, max_bytes), path, source)
 
 
 def parse_bytes(data: bytes, path: Path, source: str) -> ParsedDocument:
     """Parse a file's content already read (ingest reads once, to hash and parse the same
-    bytes); `path` gives the format by its suffix. Raises only `ParseError`."""
+    bytes); `path` gives the format by its suffix. The parse runs in a worker process under
+    the memory cap and the file's time budget (`isolation`), whatever the format: any parser
+    can meet a file that makes it build far more than its size. Raises only `ParseError`."""
+    _parser_for(path.suffix.lower())
+    if not data:
+        raise ParseError("empty file")
+    if os.environ.get(WORKER_ENV):  # already in the worker: never a worker of its own
+        return parse_here(data, path, source)
+    return parse_isolated(data, path, source)
+
+
+def parse_here(data: bytes, path: Path, source: str) -> ParsedDocument:
+    """`parse_bytes` in this process, with no memory cap: the parse worker's own call."""
     parser = _parser_for(path.suffix.lower())
     if not data:
         raise ParseError("empty file")
-    if path.suffix.lower() in ISOLATED_SUFFIXES and not os.environ.get(WORKER_ENV):
-        from footnote.ingest.isolation import parse_isolated
-
-        return parse_isolated(data, path, source)  # time and memory capped in a worker
     try:
         doc = parser(data, path, source)
     except ParseError:
