@@ -91,32 +91,11 @@ def unknown_spelling(spec: str, kind: Kind) -> str:
 
 
 def install_hint(extra: str) -> str:
-    """The pip command that installs one of Footnote's extras where Footnote is installed.
+    """The pip command that installs one of Footnote's extras (kept in the store layer, which
+    names the postgres extra when a `postgresql://` index has no driver)."""
+    from footnote.store.backends import install_command
 
-    `pip install 'footnote-rag[eval]'` cannot work while footnote-rag is on no package index
-    (it is installed from a checkout or a wheel), so the hint names the extra's own
-    requirements, read from the installed distribution's metadata."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    from packaging.requirements import Requirement
-
-    try:
-        declared = requires("footnote-rag") or []
-    except PackageNotFoundError:
-        declared = []
-    wanted: list[str] = []
-    for line in declared:
-        requirement = Requirement(line)
-        marker = requirement.marker
-        if marker is None or not marker.evaluate({"extra": extra}):
-            continue
-        if marker.evaluate({"extra": ""}):  # a base requirement, already installed
-            continue
-        requirement.marker = None
-        wanted.append(f"'{requirement}'")
-    if not wanted:
-        return f"install footnote-rag's {extra} extra"
-    return f"pip install {' '.join(wanted)} (footnote-rag's {extra} extra)"
+    return install_command(extra)
 
 
 def missing_package(spec: str, provider: str, kind: Kind) -> str:

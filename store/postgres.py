@@ -75,6 +75,35 @@ class PostgresUnavailable(IndexUnreachable):
     """The database cannot be reached; the message says where and why."""
 
 
+class PostgresDriverMissing(IndexError_):
+    """psycopg is not installed (the `postgres` extra): exit status 2, naming the extra."""
+
+
+DRIVER_MODULES = ("psycopg", "psycopg_pool")
+"""What every `postgresql://` index needs: the base install leaves them to the extra."""
+
+
+def require_driver(*also: str) -> None:
+    """Raise PostgresDriverMissing, naming the extra and its pip command, unless psycopg, its
+    pool and `also` (e.g. the LangGraph saver) can be imported: without this the first use
+    fails with a bare ModuleNotFoundError deep in a command."""
+    from importlib import import_module
+
+    missing = []
+    for module in (*DRIVER_MODULES, *also):
+        try:
+            import_module(module)
+        except ImportError:
+            missing.append(module)
+    if missing:
+        from footnote.store.backends import install_command
+
+        raise PostgresDriverMissing(
+            f"a postgresql:// database needs the footnote-rag[postgres] extra (missing: "
+            f"{', '.join(missing)}): {install_command('postgres')}"
+        )
+
+
 CONNECT_TIMEOUT_S = 3
 """How long the first connection to a database may take before the index counts as
 unreachable (psycopg's `connect_timeout`, whole seconds), unless its URL sets one."""
@@ -154,6 +183,7 @@ _pools_lock = threading.Lock()
 
 def pool(conninfo: str) -> Any:
     """One connection pool per database per process, shared by ingest and every reader."""
+    require_driver()
     from psycopg_pool import ConnectionPool
 
     with _pools_lock:
