@@ -31,9 +31,12 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
     from footnote.graph.models import describe_failure
-    from footnote.graph.state import InputState, planned_route
+    from footnote.graph.state import InputState
     from footnote.store.types import IndexError_
 
+    missing = _missing_index_status(args.index)
+    if missing is not None:
+        return missing
     given = {
         "retrieve_k": args.k,
         "max_retrieval_attempts": args.attempts,
@@ -109,22 +112,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
     answer = final["messages"][-1].content if final.get("messages") else ""
     citations = final.get("citations", [])
     if args.json:
-        path = final.get("footnote_route", [])
-        out = {
-            "answer": answer,
-            "citations": citations,
-            "route": planned_route(path),
-            "path": path,
-            "notices": final.get("footnote_notices", []),
-            "invalid_citations": final.get("footnote_invalid_citations", []),
-            "unsupported_claims": final.get("footnote_unsupported_claims", []),
-            "parts": final.get("parts", []),
-            "searches": final.get("footnote_searches", 0),
-            "model_calls": final.get("footnote_model_calls", 0),
-            "communities": final.get("footnote_communities", []),
-            "hops": final.get("footnote_hops", []),
-        }
-        print(json.dumps(out, indent=2, ensure_ascii=False))
+        print(json.dumps(_json_result(answer, citations, final), indent=2, ensure_ascii=False))
         return 0
     if printed_answer:
         print()  # what streamed is the checked answer: generate streams nothing else
@@ -136,10 +124,52 @@ def cmd_ask(args: argparse.Namespace) -> int:
     return 0
 
 
+def _json_result(answer: str, citations: list[Any], final: dict[str, Any]) -> dict[str, Any]:
+    """What `footnote ask --json` prints: the answer and how the graph reached it."""
+    from footnote.graph.state import planned_route
+
+    path = final.get("footnote_route", [])
+    return {
+        "answer": answer,
+        "citations": citations,
+        "route": planned_route(path),
+        "path": path,
+        "notices": final.get("footnote_notices", []),
+        "invalid_citations": final.get("footnote_invalid_citations", []),
+        "unsupported_claims": final.get("footnote_unsupported_claims", []),
+        "parts": final.get("parts", []),
+        "searches": final.get("footnote_searches", 0),
+        "model_calls": final.get("footnote_model_calls", 0),
+        "communities": final.get("footnote_communities", []),
+        "hops": final.get("footnote_hops", []),
+    }
+
+
+def _missing_index_status(index: str) -> int | None:
+    """The exit status (after one line on stderr) when `index` holds no index, else None.
+
+    A greeting is answered without a search, so without this check `ask "hi"` and `chat`
+    would exit 0 on an index that does not exist, unlike every other command."""
+    from footnote.store.backends import require_index
+    from footnote.store.types import IndexError_
+
+    try:
+        require_index(index)
+    except IndexError_ as exc:
+        from footnote.cli.conventions import index_status
+
+        print(f"footnote: {redact(str(exc))}", file=sys.stderr)
+        return index_status(exc)
+    return None
+
+
 def cmd_chat(args: argparse.Namespace) -> int:
     """Ask each line read from stdin in one thread, until end of input (Ctrl-D)."""
     if args.forget:
         return cmd_forget(args)
+    missing = _missing_index_status(args.index)
+    if missing is not None:
+        return missing
     prompt = sys.stdin.isatty()
     if prompt:
         print(
@@ -205,29 +235,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         from footnote.server.production import cmd_serve_production
 
         return cmd_serve_production(args)
-    import shutil
     import signal
     import subprocess
     import tempfile
 
     from footnote.server.langgraph_dev import (
         available_port,
+        exit_reason,
         server_command,
         server_config,
         server_environment,
         wait_until_serving,
     )
 
-    if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
-        "langgraph"
-    ):
-        from footnote.models.providers import install_hint
-
-        print(
-            f"footnote: serve needs the LangGraph server: {install_hint('serve')}",
-            file=sys.stderr,
-        )
-        return 2
+    problem = _serve_problem(args)
+    if problem is not None:
+        return problem
     env = server_environment(
         index_dir=args.index, tracing=args.tracing, checkpoint_url=args.checkpoint_url
     )
@@ -266,8 +289,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     file=sys.stderr,
                 )
             else:
+                reason = exit_reason(log) if log else ""
                 print(
                     f"footnote: the server exited with {process.returncode}"
+                    + (f": {redact(reason)}" if reason else "")
                     + (f" (log: {log})" if log else ""),
                     file=sys.stderr,
                 )
@@ -283,6 +308,56 @@ def cmd_serve(args: argparse.Namespace) -> int:
                     process.kill()
             if sink:
                 sink.close()
+
+
+def _serve_problem(args: argparse.Namespace) -> int | None:
+    """The exit status (after one line on stderr) when `footnote serve` cannot start as asked,
+    found before the server is started; None when it can. Options only --production reads
+    would otherwise be ignored without a word, and a database that is missing its driver or
+    cannot be reached would surface only as the server's exit status."""
+    import shutil
+
+    from footnote.store.backends import is_postgres
+    from footnote.store.types import IndexError_
+
+    ignored = [
+        flag
+        for dest, (flag, default) in args.production_only.items()
+        if getattr(args, dest) != default
+    ]
+    if ignored:
+        print(
+            f"footnote: {', '.join(ignored)} {'needs' if len(ignored) == 1 else 'need'} "
+            "--production (Aegra on PostgreSQL + Redis): add --production, or leave "
+            f"{'it' if len(ignored) == 1 else 'them'} out",
+            file=sys.stderr,
+        )
+        return 2
+    if shutil.which("langgraph", path=os.path.dirname(sys.executable)) is None and not shutil.which(
+        "langgraph"
+    ):
+        from footnote.models.providers import install_hint
+
+        print(
+            f"footnote: serve needs the LangGraph server: {install_hint('serve')}",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        if is_postgres(args.index):
+            from footnote.store.postgres import require_driver
+
+            require_driver()
+        if args.checkpoint_url:
+            from footnote.server.checkpoint import check_database
+
+            check_database(args.checkpoint_url)
+    except IndexError_ as exc:
+        from footnote.cli.conventions import index_status
+
+        print(f"footnote: {redact(str(exc))}", file=sys.stderr)
+        return index_status(exc)
+    return None
 
 
 def serve_log(given: str, port: int) -> Path:
@@ -455,5 +530,12 @@ def add_serve_command(sub: argparse._SubParsersAction, default_index: Callable[[
     )
     from footnote.server.production import add_production_options
 
+    known = len(p._actions)
     add_production_options(p)
-    p.set_defaults(func=cmd_serve)
+    # What only --production reads, with its default: `footnote serve` refuses it given alone.
+    production_only = {
+        action.dest: (action.option_strings[0], action.default)
+        for action in p._actions[known:]
+        if action.dest != "production"
+    }
+    p.set_defaults(func=cmd_serve, production_only=production_only)

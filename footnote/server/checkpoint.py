@@ -16,7 +16,12 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
-from footnote.store.postgres import parse_location
+from footnote.store.postgres import (
+    PostgresUnavailable,
+    _probe,
+    parse_location,
+    require_driver,
+)
 
 CHECKPOINT_URL_ENV = "FOOTNOTE_CHECKPOINT_URL"
 
@@ -24,6 +29,20 @@ CHECKPOINT_URL_ENV = "FOOTNOTE_CHECKPOINT_URL"
 def _conninfo(url: str) -> str:
     """Accept an index URL too: its `?index=` part means nothing to the saver."""
     return parse_location(url).conninfo
+
+
+def check_database(url: str) -> None:
+    """Before a server is started on `url`: PostgresDriverMissing naming the extra when the
+    saver or psycopg is not installed, PostgresUnavailable naming the URL (password hidden)
+    and the driver's reason when the database cannot be reached. The server would otherwise
+    exit with a status and a traceback in its log."""
+    require_driver("langgraph.checkpoint.postgres")
+    try:
+        _probe(_conninfo(url))
+    except PostgresUnavailable as exc:
+        raise PostgresUnavailable(
+            f"the checkpoint database (--checkpoint-url) cannot be reached: {exc}"
+        ) from exc
 
 
 @contextmanager

@@ -195,6 +195,17 @@ def log_tail(log: Path, lines: int = 60) -> str:
     return "\n".join(text.splitlines()[-lines:])
 
 
+_EXCEPTION_LINE = re.compile(r"^(?:[A-Za-z_]\w*\.)*[A-Za-z_]\w*(?:Error|Exception|Exit)\b: \S.*")
+
+
+def exit_reason(log: Path) -> str:
+    """The last exception a server's log names (`psycopg.OperationalError: connection failed:
+    ...`), for the one line that says why it exited; "" when it names none."""
+    found = [line.strip() for line in log_tail(log, 400).splitlines()]
+    reasons = [line for line in found if _EXCEPTION_LINE.match(line)]
+    return reasons[-1][:300] if reasons else ""
+
+
 def wait_until_ready(server: RunningServer, timeout_s: float = 180.0) -> None:
     """Poll GET /ok until the server answers; ServerFailed if it exits or stalls (a loaded
     shared machine can take a minute or more to import and start it)."""
