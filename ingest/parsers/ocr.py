@@ -5,7 +5,7 @@ checks and decodes each image first, so Tesseract only ever reads a grayscale PN
 Pillow wrote, never the file as it came. An image over `MAX_PIXELS` (a decompression bomb,
 or a poster scanned at 1200 dpi) is refused before it is decoded; each image's recognition
 runs under `OCR_TIMEOUT` and the file's own time budget, and is killed past either.
-Without Tesseract the reason says how to install it.
+Without Tesseract or Pillow the reason says how to install them.
 """
 
 from __future__ import annotations
@@ -33,6 +33,18 @@ INSTALL_HINT = "install Debian's tesseract-ocr (apt-get install tesseract-ocr)"
 def tesseract() -> str | None:
     """The Tesseract program, when it is installed."""
     return shutil.which("tesseract")
+
+
+def missing() -> str:
+    """What to install for OCR to run here, said as the commands that install it; "" when
+    Tesseract and Pillow are both there. The base install has no Pillow (the `ocr` extra), so
+    a machine with Tesseract alone would otherwise read a scan as a PDF with no text."""
+    needs = [] if tesseract() else [INSTALL_HINT]
+    try:
+        import PIL  # noqa: F401  (only whether it imports)
+    except ImportError:
+        needs.append(f"install Pillow: {install_hint('ocr')}")
+    return " and ".join(needs)
 
 
 def parse_image(data: bytes, path: Path, source: str) -> ParsedDocument:
@@ -109,7 +121,5 @@ def _pillow() -> Any:
     try:
         from PIL import Image
     except ImportError as exc:
-        raise ParseError(
-            f"reading text in images needs Pillow: {install_hint('ocr')}"
-        ) from exc
+        raise ParseError(f"reading text in images needs Pillow: {install_hint('ocr')}") from exc
     return Image

@@ -1,7 +1,7 @@
 """PDF: one section per page with its number, headings from the outline when there is one.
 
-A page with no text layer (a scan) is read by OCR when Tesseract is installed (see `ocr`):
-the images drawn on it, each checked for size before it is decoded.
+A page with no text layer (a scan) is read by OCR when Tesseract and Pillow are installed
+(see `ocr`): the images drawn on it, each checked for size before it is decoded.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     outline = _pdf_outline(reader)
     sections: list[Section] = []
     scanned: list[int] = []
-    can_ocr = ocr.tesseract() is not None
+    cannot_ocr = ocr.missing()
     for number, page in enumerate(pages, start=1):
         try:
             _check_content_size(page, number)
@@ -56,14 +56,14 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         except Exception as exc:
             raise ParseError(f"corrupt PDF: page {number}: {_reason(exc)}") from exc
         text = "\n".join(line.rstrip() for line in text.replace("\x00", "").split("\n")).strip()
-        if not text and can_ocr:
+        if not text and not cannot_ocr:
             text = _ocr_page(page, number)
             if text:
                 scanned.append(number)
         if text:
             sections.append(Section(text=text, headings=outline.get(number, []), page=number))
     if not sections:
-        hint = "" if can_ocr else f"; to read it by OCR, {ocr.INSTALL_HINT}"
+        hint = f"; to read it by OCR, {cannot_ocr}" if cannot_ocr else ""
         raise ParseError(f"no text found (a scanned PDF without a text layer?{hint})")
     return ParsedDocument(
         source=source,
