@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from footnote.mcp import http as mcp_http
+from footnote.server import mcp_route as mcp_http
 from footnote.server import feedback_routes, openai_routes
 from footnote.server.credentials import Credentials
 from footnote.server.settings import ServerSettings

@@ -1,1 +1,2 @@
-"""MCP for Footnote: the tools (tools.py), served at /mcp (http.py) and over stdio (stdio.py)."""
+"""MCP for Footnote: the tools (tools.py) and their stdio server (stdio.py); the served
+endpoint at /mcp is the server's (footnote/server/mcp_route.py), which runs these tools."""

@@ -1,5 +1,6 @@
 """Footnote's MCP tools, one home for both ways in: served over Streamable HTTP at `/mcp`
-(`footnote.mcp.http`) and over stdio for a local desktop client (`footnote mcp --index PATH`).
+(`footnote.server.mcp_route`) and over stdio for a local desktop client
+(`footnote mcp --index PATH`).
 
     search        ranked chunks with citation labels, source, section, URL   (k, filters)
     ask           a cited answer: text with [n] markers, citations, parts, route, path (thread_id)

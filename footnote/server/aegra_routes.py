@@ -42,7 +42,7 @@ VETTED = (
     "PATCH /feedback/{feedback_id}",
     "GET /audit",  # admins only (footnote.server.audit_routes)
     # MCP and the OpenAI-compatible API: each checks the caller's credentials itself
-    # (footnote.mcp.http, footnote.server.openai_routes), as the allowlist runs before auth
+    # (footnote.server.mcp_route, footnote.server.openai_routes), as the allowlist runs before auth
     "GET /mcp",
     "POST /mcp",
     "DELETE /mcp",

@@ -20,7 +20,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from footnote.graph.prompts import NOT_COVERED
-from footnote.mcp.http import McpEndpoint
+from footnote.server.mcp_route import McpEndpoint
 from footnote.server.audit_routes import ROUTES as AUDIT_ROUTES
 from footnote.server.closed_routes import close_routes
 from footnote.server.feedback_routes import router as feedback_router
@@ -93,7 +93,7 @@ mcp_endpoint = McpEndpoint()
 MCP_ROUTES = [
     Route(path, mcp_endpoint, methods=["GET", "POST", "DELETE"]) for path in ("/mcp", "/mcp/")
 ]
-"""Footnote's MCP tools (footnote.mcp.http); the runtime's own /mcp is turned off."""
+"""Footnote's MCP tools (footnote.server.mcp_route); the runtime's own /mcp is turned off."""
 
 app = Starlette(
     routes=[
