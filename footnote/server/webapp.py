@@ -20,10 +20,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from footnote.graph.prompts import NOT_COVERED
-from footnote.server.mcp_route import McpEndpoint
 from footnote.server.audit_routes import ROUTES as AUDIT_ROUTES
 from footnote.server.closed_routes import close_routes
 from footnote.server.feedback_routes import router as feedback_router
+from footnote.server.mcp_route import McpEndpoint
 from footnote.server.openai_routes import router as openai_router
 
 GRAPH_ID = "footnote"
