@@ -16,8 +16,8 @@ from typing import Any
 import httpx
 import pytest
 
-from footnote.server import mcp_route as mcp_http
 from footnote.server import feedback_routes, openai_routes
+from footnote.server import mcp_route as mcp_http
 from footnote.server.credentials import Credentials
 from footnote.server.settings import ServerSettings
 
