@@ -32,6 +32,7 @@ from footnote.models.embeddings import (
     load_embeddings,
 )
 from footnote.models.providers import ProviderProblem
+from footnote.store.private import private_dir, write_private_text
 from footnote.store.types import IndexMismatch
 
 EmbeddingsSetting = str | Embeddings
@@ -174,9 +175,9 @@ def remember(location: str | Path, model_id: str) -> None:
         record.pop(key, None)
     path = _record_path()
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(path.parent)  # the state folder: chats, logs, queues; names of indexes
         scratch = path.with_name(f".{path.name}.{os.getpid()}")
-        scratch.write_text(json.dumps(record, indent=2, sort_keys=True), encoding="utf-8")
+        write_private_text(scratch, json.dumps(record, indent=2, sort_keys=True))
         os.replace(scratch, path)
     except OSError:
         pass  # the record only saves a flag: without it, --embeddings is asked for

@@ -31,6 +31,7 @@ import numpy as np
 
 from footnote.store.backends import is_postgres
 from footnote.store.file_checks import KEY_ENV
+from footnote.store.private import private_dir, private_file
 from footnote.store.types import IndexCorrupt
 
 CACHE_FILE = "embedding-cache.sqlite"
@@ -100,7 +101,8 @@ class EmbeddingCache:
                 head = handle.read(len(_SQLITE_MAGIC))
             if head and head != _SQLITE_MAGIC:
                 raise self._damaged("is not a SQLite database")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        private_dir(self.path.parent)
+        private_file(self.path)  # before SQLite makes it: its journal copies its mode
         conn = sqlite3.connect(self.path, check_same_thread=False)
         try:
             conn.execute("PRAGMA synchronous=NORMAL")

@@ -80,6 +80,7 @@ from footnote.store.graph_files import GraphArrays, GraphBuilder, graph_enabled,
 from footnote.store.graph_files import required_parts as graph_parts
 from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
+from footnote.store.private import make_private, private_dir, write_private_text
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     Caller,
@@ -420,8 +421,7 @@ def _write_version(
     manifest: dict[str, Any],
     batch_rows: int,
 ) -> str:
-    versions = root / "versions"
-    versions.mkdir(parents=True, exist_ok=True)
+    versions = private_dir(root / "versions")
     try:
         previous = current_version(root)
     except IndexCorrupt:
@@ -456,6 +456,7 @@ def _write_version(
         if key:
             manifest["signature"] = signature(manifest, key)
         (staging / "manifest.json").write_text(json.dumps(manifest, indent=1), "utf-8")
+        make_private(staging)  # NumPy, FAISS and SQLite write with the process umask
         for path in staging.rglob("*"):
             if path.is_file():
                 _fsync(path)
@@ -465,7 +466,7 @@ def _write_version(
         os.rename(staging, versions / version)
         pointer = root / f"CURRENT.{os.getpid()}.{staging.name[-6:]}.tmp"
         try:
-            pointer.write_text(version + "\n", encoding="utf-8")
+            write_private_text(pointer, version + "\n")
             _fsync(pointer)
             os.replace(pointer, root / "CURRENT")
         finally:
@@ -475,6 +476,7 @@ def _write_version(
         raise
     _write_remembered(root, manifest)
     _prune(versions, keep={version, previous} - {None})
+    make_private(root)  # what an older Footnote left readable to all (caches, versions)
     return version
 
 
@@ -487,7 +489,7 @@ MAX_REMEMBERED_BYTES = 16 << 20
 def _write_remembered(root: Path, manifest: dict[str, Any]) -> None:
     pointer = root / f"{REMEMBERED}.{os.getpid()}.tmp"
     try:
-        pointer.write_text(json.dumps(remembered_settings(manifest), indent=1), "utf-8")
+        write_private_text(pointer, json.dumps(remembered_settings(manifest), indent=1))
         _fsync(pointer)
         os.replace(pointer, root / REMEMBERED)
     finally:

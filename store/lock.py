@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from footnote.store.private import PRIVATE_FILE, private_dir
 from footnote.store.types import IndexError_
 
 LOCK_NAME = "LOCK"
@@ -49,7 +50,7 @@ def writer_lock(root: str | Path, *, timeout: float | None = None) -> Iterator[N
     """Hold the index's writer lock for the block (waiting for it; at most `timeout` s)."""
     root = Path(root)
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        private_dir(root)  # the index holds every document's text: its owner's alone
     except OSError as exc:
         raise IndexNotWritable(_unwritable(root, exc)) from exc
     key = os.path.realpath(root)
@@ -75,7 +76,7 @@ def writer_lock(root: str | Path, *, timeout: float | None = None) -> Iterator[N
 def _acquire(root: Path, timeout: float | None) -> int:
     path = root / LOCK_NAME
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, PRIVATE_FILE)
     except OSError as exc:
         raise IndexNotWritable(_unwritable(root, exc)) from exc
     try:

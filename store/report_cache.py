@@ -23,6 +23,7 @@ from pathlib import Path
 
 from footnote.store.backends import is_postgres
 from footnote.store.file_checks import KEY_ENV
+from footnote.store.private import private_file
 from footnote.store.types import IndexCorrupt
 
 CACHE_FILE = "community-reports.sqlite"
@@ -85,6 +86,7 @@ class ReportCache:
             with _LOCK:
                 _MEMORY[key] = text
             return
+        private_file(self.path)  # reports quote documents; SQLite's journal copies its mode
         conn = self._open()
         try:
             with conn:

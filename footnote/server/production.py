@@ -666,6 +666,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
 
     from footnote.server.langgraph_dev import available_port
     from footnote.store.postgres import redact
+    from footnote.store.private import private_dir
 
     if args.replicas < 1:
         print("footnote: --replicas must be at least 1", file=sys.stderr)
@@ -691,7 +692,8 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
             database_dir=None if args.ephemeral else data_dir / "postgres",
             # Uploaded files are sources `sync` reads again: kept beside the database.
             extra_env={
-                UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV) or str(data_dir / "uploads"),
+                UPLOAD_DIR_ENV: os.environ.get(UPLOAD_DIR_ENV)
+                or str(private_dir(data_dir / "uploads")),  # 0700: uploads are documents
                 DATA_DIR_ENV: str(data_dir),  # never a source a served admin may add
                 **({METRICS_ENV: "1"} if args.metrics else {}),
             },
