@@ -12,10 +12,14 @@ With a chat model: a report per community, written from its visible central chun
 cached by their content (store/report_cache.py), so a community is reported once until it
 changes.
 
-Reduce, offline: the sentences, community by community, most relevant first, within the
-budgets (`max_communities`, `max_global_sentences`). With a model: one call over the reports
-and their sources. Either way every sentence is checked against the sources it cites
-(grounding.py) before it reaches the user.
+Overview, offline: one cited line per document the selected communities reach, by title,
+each the document's first sentence (a code file's docstring without its quotes), within
+`max_global_sentences` lines, then "And N more: ..." naming the rest.
+
+Reduce, offline (a topical question): the sentences, community by community, most relevant
+first, within the budgets (`max_communities`, `max_global_sentences`). With a model: one
+call over the reports and their sources. Either way every sentence is checked against the
+sources it cites (grounding.py) before it reaches the user.
 
 Only the caller's visible chunks take part at every step (tools/communities.py): a
 community, a sentence, an entity name or a report from a document they may not read never
@@ -298,6 +302,51 @@ def allocate(mapped: list[list[tuple[str, Hit]]], budget: int) -> list[list[tupl
     return chosen
 
 
+OVERVIEW_QUOTES = re.compile(r'^[rRbBuU]?("""|\'\'\'|["\'])\s*|\s*("""|\'\'\'|["\'])\s*$')
+"""Quote marks around a code file's docstring: its text describes the file, its quotes not."""
+
+
+@dataclass
+class OverviewLine:
+    """One document in an overview: its title, a sentence that says what it is, the chunk
+    that sentence is cited from, and the community it was found in."""
+
+    title: str
+    description: str
+    hit: Hit
+    community: int
+
+
+def overview_lines(retriever: Retriever[Any], selected: Sequence[Selected]) -> list[OverviewLine]:
+    """One line per document the selected communities reach, ordered by title so a reader
+    can scan it: each described by the first sentence of its earliest chunk at hand (a code
+    file's docstring without its quotes), else by its title alone. Only the caller's visible
+    rows are in `selected`, so a document they may not read is never listed."""
+    earliest: dict[str, tuple[Hit, int]] = {}
+    for index, community in enumerate(selected):
+        for hit in read_hits(retriever, community.rows):
+            key = document_of(hit.chunk)
+            held = earliest.get(key)
+            if held is None or _start(hit) < _start(held[0]):
+                earliest[key] = (hit, index)
+    lines = []
+    for key, (hit, index) in earliest.items():
+        sentences = [OVERVIEW_QUOTES.sub("", s) for s in sentence_candidates(hit.chunk.text)]
+        description = next((s for s in sentences if s), "")
+        lines.append(OverviewLine(key, description, hit, index))
+    return sorted(lines, key=lambda line: (line.title.casefold(), line.title))
+
+
+def _start(hit: Hit) -> tuple[int, str]:
+    """Where a chunk starts in its document (its first line, else its id's order)."""
+    return (hit.chunk.lines[0] if hit.chunk.lines else 0, hit.chunk.id)
+
+
+def more_documents(lines: Sequence[OverviewLine]) -> str:
+    """The closing line naming the documents past the line budget."""
+    return f"And {len(lines)} more: " + ", ".join(line.title for line in lines) + "."
+
+
 class Numbering:
     """The answer's sources, numbered once, in the order they are first cited."""
 
@@ -346,6 +395,9 @@ class GlobalAnswer:
         draft = None
         if self.model is not None and kept and self.calls_left >= 2:
             draft = self._model_answer(retriever, question, kept, cite, contributed)
+        beyond: list[OverviewLine] = []
+        if draft is None and overview and kept:
+            draft, beyond = self._overview(retriever, selected, cite, kept, contributed)
         if draft is None:
             lines = []
             for (_, sentences), ids in zip(kept, contributed, strict=True):
@@ -356,6 +408,8 @@ class GlobalAnswer:
         checked = grounding.ground(draft, documents, embed=retriever.embeddings.embed_array,
                                    idf=retriever.idf_weights)  # fmt: skip
         answer = checked.text or prompts.NOT_COVERED
+        if checked.text and beyond:
+            answer = f"{answer}\n{more_documents(beyond)}"
         cited = {int(n) for n in re.findall(r"\[(\d+)\]", checked.text)}
         used = []
         for (community, _), ids in zip(kept, contributed, strict=True):
@@ -383,6 +437,30 @@ class GlobalAnswer:
             "footnote_notices": list(dict.fromkeys(self.notices)),
             "footnote_route": [f"global_answer:{len(used)}"],
         }
+
+    def _overview(
+        self,
+        retriever: Retriever[Any],
+        selected: Sequence[Selected],
+        cite: Numbering,
+        kept: list[tuple[Selected, list[tuple[str, Hit]]]],
+        contributed: list[set[str]],
+    ) -> tuple[str, list[OverviewLine]]:
+        """The offline answer to an overview question: one cited line per document, by
+        title, within the sentence budget; the documents past it are named after the
+        checked lines (see `more_documents`)."""
+        lines = overview_lines(retriever, selected)
+        budget = self.context.max_global_sentences
+        shown, beyond = lines[:budget], lines[budget:]
+        position = {id(community): k for k, (community, _) in enumerate(kept)}
+        text = []
+        for line in shown:
+            described = f"{line.title}: {line.description}" if line.description else line.title
+            text.append(f"- {described} [{cite(line.hit)}]")
+            at = position.get(id(selected[line.community]))
+            if at is not None:
+                contributed[at].add(line.hit.chunk.id)
+        return "\n".join(text), beyond
 
     def _model_answer(
         self,
