@@ -20,7 +20,6 @@ sys.path.insert(0, str(HERE))
 from build_pyfaq import DEFAULT_HTML, build  # noqa: E402
 from peer_retrieval import langchain_peer  # noqa: E402
 
-from footnote.cli.console import ProgressPrinter  # noqa: E402
 from footnote.evaluation.retrieval import (  # noqa: E402
     DEFAULT_DEPTH,
     StageRunner,
@@ -28,6 +27,7 @@ from footnote.evaluation.retrieval import (  # noqa: E402
     prepare_index,
     print_result,
 )
+from footnote.progress import ProgressPrinter  # noqa: E402
 from footnote.tools.retrieval import get_retriever  # noqa: E402
 
 DATASET = HERE / "data" / "pyfaq"

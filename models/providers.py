@@ -93,7 +93,7 @@ def unknown_spelling(spec: str, kind: Kind) -> str:
 def install_hint(extra: str) -> str:
     """The pip command that installs one of Footnote's extras (kept in the store layer, which
     names the postgres extra when a `postgresql://` index has no driver)."""
-    from footnote.store.backends import install_command
+    from footnote.store.extras import install_command
 
     return install_command(extra)
 

@@ -23,35 +23,6 @@ def is_postgres(location: str | Path) -> bool:
     return str(location).startswith(("postgresql://", "postgres://"))
 
 
-def install_command(extra: str) -> str:
-    """The pip command that installs one of Footnote's extras where Footnote is installed.
-
-    `pip install 'footnote-rag[eval]'` cannot work while footnote-rag is on no package index
-    (it is installed from a checkout or a wheel), so the command names the extra's own
-    requirements, read from the installed distribution's metadata."""
-    from importlib.metadata import PackageNotFoundError, requires
-
-    from packaging.requirements import Requirement
-
-    try:
-        declared = requires("footnote-rag") or []
-    except PackageNotFoundError:
-        declared = []
-    wanted: list[str] = []
-    for line in declared:
-        requirement = Requirement(line)
-        marker = requirement.marker
-        if marker is None or not marker.evaluate({"extra": extra}):
-            continue
-        if marker.evaluate({"extra": ""}):  # a base requirement, already installed
-            continue
-        requirement.marker = None
-        wanted.append(f"'{requirement}'")
-    if not wanted:
-        return f"install footnote-rag's {extra} extra"
-    return f"pip install {' '.join(wanted)} (footnote-rag's {extra} extra)"
-
-
 def require_index(location: str | Path) -> None:
     """Raise IndexNotFound unless an index is published at `location`: for the commands
     that may answer without searching (a greeting), which would otherwise never notice."""

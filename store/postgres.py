@@ -96,7 +96,7 @@ def require_driver(*also: str) -> None:
         except ImportError:
             missing.append(module)
     if missing:
-        from footnote.store.backends import install_command
+        from footnote.store.extras import install_command
 
         raise PostgresDriverMissing(
             f"a postgresql:// database needs the footnote-rag[postgres] extra (missing: "

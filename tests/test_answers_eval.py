@@ -13,9 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import AIMessage
 
+from footnote.cli.evaluate import add_eval_command
 from footnote.cli.main import build_parser
 from footnote.evaluation.answers import evaluate_answers, split_questions, summarize
-from footnote.evaluation.retrieval import add_eval_command, load_beir
+from footnote.evaluation.retrieval import load_beir
 from footnote.graph.prompts import NOT_COVERED
 from footnote.store.backends import open_writer
 from footnote.store.types import Caller

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from footnote.cli.evaluate import add_eval_command
 from footnote.evaluation.retrieval import (
     INDEX_DIR,
     METRICS,
-    add_eval_command,
     eval_workspace,
     evaluate_stages,
     load_beir,

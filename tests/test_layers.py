@@ -2,8 +2,14 @@
 
     store < models < ingest < tools < graph < app (the modules of footnote/ itself)
 
+and inside the app layer, each package only imports those below it:
+
+    footnote (the public API's lazy facade) < feedback < evaluation < mcp < server < cli
+
 Imports are read with `ast` from every module, including imports inside functions (a lazy
-import is still a dependency), so the check needs no import side effects.
+import is still a dependency), so the check needs no import side effects. An import that
+ends at a package's `__init__` is an edge like any other (it runs that module), except from
+inside the package itself, which Python imports first whatever the module asks for.
 """
 
 from __future__ import annotations
@@ -38,11 +44,21 @@ def package_modules() -> dict[str, Path]:
 MODULES = package_modules()
 
 
+APP_ORDER = ["footnote", "feedback", "evaluation", "mcp", "server", "cli"]
+"""The app layer's packages, lowest first (`footnote`: the root package's own modules)."""
+
+
 def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) > 1 and parts[1] in FOLDERS and parts[1] != "app":
         return parts[1]
     return "app"
+
+
+def app_package_of(module: str) -> str:
+    """Which app package a module of the app layer belongs to (`footnote` for the root's)."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 or (len(parts) == 2 and parts[1] in APP_ORDER) else "footnote"
 
 
 def imported_names(path: Path, module: str) -> Iterator[str]:
@@ -71,14 +87,17 @@ def resolve(name: str) -> str | None:
 
 
 def dependencies() -> dict[str, set[str]]:
-    """Module -> package modules it imports (a package's own `__init__` is not an edge:
-    every submodule runs it, which says nothing about layering)."""
+    """Module -> package modules it imports, `__init__`s included, but for the packages a
+    module is inside (Python runs those before the module whatever it imports)."""
     graph: dict[str, set[str]] = {m: set() for m in MODULES}
     for module, path in MODULES.items():
         for name in imported_names(path, module):
             target = resolve(name)
-            if target and target != module and MODULES[target].name != "__init__.py":
-                graph[module].add(target)
+            if target is None or target == module:
+                continue
+            if MODULES[target].name == "__init__.py" and module.startswith(target + "."):
+                continue
+            graph[module].add(target)
     return graph
 
 
@@ -144,12 +163,30 @@ def test_layers_import_downward_only() -> None:
     assert upward == []
 
 
+def test_app_packages_import_downward_only() -> None:
+    """cli may import any app package, server mcp, evaluation and feedback, and so on down:
+    no two app packages import each other."""
+    upward = [
+        f"{module} imports {target}"
+        for module, targets in dependencies().items()
+        if layer_of(module) == "app"
+        for target in sorted(targets)
+        if layer_of(target) == "app"
+        and APP_ORDER.index(app_package_of(target)) > APP_ORDER.index(app_package_of(module))
+    ]
+    assert upward == []
+
+
 def test_the_checks_catch_what_they_look_for() -> None:
     """The walk sees imports inside functions, and a planted loop is reported."""
     names = set(imported_names(MODULES["footnote.store.backends"], "footnote.store.backends"))
     assert "footnote.store.postgres.PostgresWriter" in names  # imported inside a function
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+    graph = dependencies()
+    assert "footnote.ingest" in graph["footnote.graph.indexer"]  # `from footnote.ingest import`
+    assert "footnote.ingest.parsers" not in graph["footnote.ingest.parsers.epub"]  # its own
+    assert app_package_of("footnote.cli.main") == "cli" and app_package_of("footnote") == "footnote"
 
 
 def readme_layout() -> dict[str, str]:

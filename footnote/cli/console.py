@@ -1,48 +1,12 @@
-"""Pieces every command shares: progress while it works, where a cited chunk comes from,
-and the options several commands take. Used by `footnote ingest`, `ask`, `search`, `eval`."""
+"""Pieces every command shares: where a cited chunk comes from, what was skipped, and the
+options several commands take (progress is `footnote.progress`). Used by `footnote ingest`,
+`ask`, `search`, `eval`."""
 
 from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
-
-UNITS = {"parse": "file", "embed": "chunk"}
-"""tqdm's unit per stage ingest reports; evaluation's stages count queries."""
-
-
-class ProgressPrinter:
-    """A bar per stage on a terminal, a plain line per ~10% otherwise, nothing when quiet.
-
-    Called as `progress(stage, done, total)`, the shape ingest and evaluation report in.
-    """
-
-    def __init__(self, quiet: bool = False) -> None:
-        self.quiet = quiet
-        self.tty = sys.stderr.isatty()
-        self._bars: dict[str, Any] = {}
-        self._last: dict[str, int] = {}
-
-    def __call__(self, stage: str, done: int, total: int) -> None:
-        if self.quiet or total == 0:
-            return
-        if self.tty:
-            from tqdm import tqdm
-
-            bar = self._bars.get(stage)
-            if bar is None:
-                unit = UNITS.get(stage, "query")
-                bar = self._bars[stage] = tqdm(total=total, desc=stage, unit=unit, leave=False)
-            bar.update(done - bar.n)
-            if done >= total:
-                bar.close()
-                del self._bars[stage]
-            return
-        step = max(1, total // 10)
-        if done == total or done - self._last.get(stage, 0) >= step:
-            self._last[stage] = 0 if done == total else done
-            print(f"{stage}: {done}/{total}", file=sys.stderr, flush=True)
 
 
 def skipped_lines(skipped: dict[str, str]) -> list[str]:

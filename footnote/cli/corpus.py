@@ -148,7 +148,7 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
 
 
 def _options(args: argparse.Namespace) -> dict[str, Any]:
-    from footnote.cli.console import ProgressPrinter
+    from footnote.progress import ProgressPrinter
 
     return {
         "embeddings": args.embeddings,

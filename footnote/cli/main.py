@@ -26,10 +26,10 @@ a PostgreSQL URL (pgvector), e.g. postgresql://user@host:5432/db?index=handbook.
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
-    from footnote.cli.console import ProgressPrinter
     from footnote.ingest.chunking import ChunkSettings
     from footnote.ingest.context import ContextSettings
     from footnote.ingest.pipeline import ingest
+    from footnote.progress import ProgressPrinter
     from footnote.store.types import IndexError_
 
     settings = None
@@ -280,9 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_graph.add_commands(sub, default_index)
 
-    from footnote.evaluation.retrieval import add_eval_command
+    from footnote.cli.evaluate import add_eval_command
 
-    add_eval_command(sub, default_index, answers=cmd_eval_answers)
+    add_eval_command(sub, default_index)
 
     from footnote.feedback.records import add_feedback_command
 
@@ -308,13 +308,6 @@ def build_parser() -> argparse.ArgumentParser:
 
     finish(parser)
     return parser
-
-
-def cmd_eval_answers(args: argparse.Namespace) -> int:
-    """`footnote eval --answers`: imports the answer graph only when asked for."""
-    from footnote.evaluation.answers import cmd_answers
-
-    return cmd_answers(args)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -13,29 +13,25 @@ of the reduced corpus, exactly as if the passages had never existed.
 
 from __future__ import annotations
 
-import argparse
 import glob
 import json
 import random
 import shutil
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from footnote.cli.console import ProgressPrinter
 from footnote.evaluation.retrieval import (
     EVAL_MARKER,
     PreparedIndex,
-    eval_workspace,
     passage_filename,
     prepare_index,
 )
 from footnote.ingest.corpus import remove
 from footnote.store.backends import current_version, is_postgres
-from footnote.store.types import Caller, IndexError_
+from footnote.store.types import Caller
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import run_stage
 
@@ -240,37 +236,3 @@ def markdown(result: Mapping[str, Any]) -> str:
             f"| seconds per question | {result['seconds_per_question']:.2f} |",
         ]
     )
-
-
-def cmd_answers(args: argparse.Namespace) -> int:
-    """`footnote eval DATASET --answers`: the leave-gold-out answer table."""
-    if args.index:
-        print("footnote: --answers builds its own held-out index; drop --index", file=sys.stderr)
-        return 2
-    context: dict[str, Any] = {"reranker": args.reranker}
-    if args.grade_threshold is not None:
-        context["grade_threshold"] = args.grade_threshold
-    if args.offline_grader is not None:
-        context["offline_grader"] = args.offline_grader
-    if args.model:
-        context |= {"model": args.model, "model_base_url": args.base_url}
-    try:
-        result = evaluate_answers(
-            args.dataset,
-            share=args.unanswerable_share,
-            seed=args.seed,
-            context=context,
-            limit=args.limit_queries,
-            progress=ProgressPrinter(quiet=args.quiet),
-            workspace=eval_workspace(args.dataset),
-        )
-    except (FileNotFoundError, IndexError_, ValueError) as exc:
-        from footnote.cli.conventions import index_status
-
-        print(f"footnote: {exc}", file=sys.stderr)
-        return index_status(exc)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(markdown(result))
-    return 0

@@ -11,14 +11,11 @@ variants and peer systems can be measured by the same loop without editing this 
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import importlib.util
 import json
 import math
 import os
 import re
-import sys
 import time
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -26,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from footnote.cli.console import ProgressPrinter, add_reranker_options, reranker_model
+from footnote.progress import ProgressPrinter
 from footnote.store.backends import is_postgres
 from footnote.store.types import Caller, Hit, IndexError_
 from footnote.tools.stages import STAGES
@@ -420,153 +417,3 @@ def _finite(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
     return value
-
-
-def _same_index(a: str, b: str) -> bool:
-    if is_postgres(a) or is_postgres(b):
-        return a == b
-    return Path(a).resolve() == Path(b).resolve()
-
-
-def missing_eval_modules(plot: bool) -> list[str]:
-    """What `footnote eval` needs beyond the base install: ranx, and matplotlib for --plot."""
-    needed = ["ranx", "matplotlib"] if plot else ["ranx"]
-    return [name for name in needed if importlib.util.find_spec(name) is None]
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    if args.answers:
-        # Answer evaluation lives above this module (it runs the answer graph); the command
-        # line hands it in, so retrieval evaluation never imports it.
-        if args.answers_handler is None:
-            print("footnote: --answers is not available from this parser", file=sys.stderr)
-            return 2
-        code: int = args.answers_handler(args)
-        return code
-    missing = missing_eval_modules(plot=bool(args.plot))
-    if missing:
-        from footnote.models.providers import install_hint
-
-        print(
-            f"footnote: eval needs {' and '.join(missing)}: {install_hint('eval')}",
-            file=sys.stderr,
-        )
-        return 2
-    workspace = eval_workspace(args.dataset)
-    index = args.index or str(workspace / INDEX_DIR)
-    if args.default_index and _same_index(index, args.default_index):
-        print(
-            f"footnote: refusing to evaluate into the default index {index}: ingest would "
-            "replace its documents with the benchmark corpus. Pass another --index",
-            file=sys.stderr,
-        )
-        return 2
-    try:
-        result = evaluate_stages(
-            args.dataset,
-            index,
-            args.stages or None,
-            limit_queries=args.limit_queries,
-            curve_depth=DEFAULT_DEPTH if args.plot else 0,
-            progress=not args.quiet,
-            reranker=args.reranker,
-            chat_model=reranker_model(args),
-            workspace=workspace,
-        )
-    except (FileNotFoundError, IndexError_, ValueError) as exc:
-        from footnote.cli.conventions import index_status
-
-        print(f"footnote: {exc}", file=sys.stderr)
-        return index_status(exc)
-    if result["index"]["failed"]:
-        print(
-            f"footnote: {result['index']['failed']} passages could not be indexed "
-            "(they count as never retrieved)",
-            file=sys.stderr,
-        )
-    print_result(result, as_json=args.json, plot=args.plot)
-    return 0
-
-
-def add_eval_command(
-    subparsers: Any,
-    default_index: Callable[[], str],
-    answers: Callable[[argparse.Namespace], int] | None = None,
-) -> argparse.ArgumentParser:
-    """Register `footnote eval` on the CLI's subparsers; `answers` runs `--answers`."""
-    p = subparsers.add_parser(
-        "eval",
-        help="measure retrieval stages on a BEIR dataset (recall, MRR, nDCG, latency)",
-        description=(
-            "Ingest DATASET_DIR's corpus.jsonl with the normal pipeline (cached: a second run "
-            "embeds nothing), run every query of qrels/test.tsv through each retrieval stage "
-            "(top 100 chunks, mapped back to passages) and report recall@1/5/10/50, MRR@10, "
-            "nDCG@10 (computed by ranx) and mean latency."
-        ),
-    )
-    p.add_argument(
-        "dataset",
-        metavar="DATASET_DIR",
-        help="BEIR folder: corpus.jsonl, queries.jsonl, qrels/test.tsv",
-    )
-    p.add_argument(
-        "--index",
-        default=None,
-        help="index directory (default: eval/DATASET-HASH/ in ~/.local/state/footnote or "
-        "$FOOTNOTE_STATE_DIR, beside the passages)",
-    )
-    p.add_argument(
-        "--stages",
-        nargs="+",
-        choices=list(STAGES),
-        default=None,
-        metavar="STAGE",
-        help=f"stages to measure (default: all of {', '.join(STAGES)})",
-    )
-    p.add_argument(
-        "--limit-queries",
-        type=int,
-        default=None,
-        metavar="N",
-        help="only the first N queries (quick checks)",
-    )
-    add_reranker_options(p, model=True)
-    p.add_argument(
-        "--answers",
-        action="store_true",
-        help="answer quality instead: run the answer graph with a leave-gold-out unanswerable "
-        "set (see --unanswerable-share, --seed; --model asks a chat model)",
-    )
-    p.add_argument(
-        "--unanswerable-share",
-        type=float,
-        default=0.5,
-        metavar="S",
-        help="with --answers: share of questions whose gold passages are removed (default 0.5)",
-    )
-    p.add_argument(
-        "--grade-threshold",
-        type=float,
-        default=None,
-        metavar="T",
-        help="with --answers: the graph's grade_threshold for this run (default: the graph's)",
-    )
-    p.add_argument(
-        "--offline-grader",
-        choices=("linear", "calibrated"),
-        default=None,
-        help="with --answers: the graph's offline grader for this run (default: the graph's)",
-    )
-    p.add_argument(
-        "--seed",
-        type=int,
-        default=20261130,
-        help="with --answers: seed of the split, fixed so runs compare (default 20261130)",
-    )
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.add_argument(
-        "--plot", default=None, metavar="FILE.png", help="also draw recall@k (k = 1..100)"
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress output")
-    p.set_defaults(func=cmd_eval, default_index=default_index(), answers_handler=answers)
-    return p
