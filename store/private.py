@@ -18,6 +18,9 @@ from pathlib import Path
 
 PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
+OTHERS_READ_WRITE = 0o066
+"""A folder with none of these bits lets no one else list it or change it."""
+OTHERS_ANY = 0o077
 
 
 def private_dir(path: str | Path) -> Path:
@@ -74,12 +77,17 @@ def make_private(root: str | Path) -> None:
 
 
 def _tighten(path: str, mode: int, is_kind: Callable[[int], bool], *, follow: bool = False) -> None:
-    """Set `mode` on `path` when it is of the kind and has another mode: a path already
-    private is never touched, so a reader that is not the owner changes nothing. A link is
-    left alone unless `follow` (a folder named by its caller, e.g. an index root)."""
+    """Set `mode` on `path` when it is of the kind and lets anyone else read or write it: a
+    path already private is never touched, so a reader that is not the owner changes
+    nothing. A folder others may only pass through (0711, as `serve --production` leaves
+    its data folder's parents for the database's own user) lists and gives away nothing, so
+    it stays. A link is left alone unless `follow` (a folder named by its caller)."""
     try:
         info = os.stat(path) if follow else os.lstat(path)
-        if is_kind(info.st_mode) and stat.S_IMODE(info.st_mode) != mode:
+        if not is_kind(info.st_mode):
+            return
+        others = OTHERS_READ_WRITE if stat.S_ISDIR(info.st_mode) else OTHERS_ANY
+        if stat.S_IMODE(info.st_mode) & others:
             os.chmod(path, mode)
     except FileNotFoundError:
         pass

@@ -98,3 +98,35 @@ def test_the_report_cache_and_the_helpers_are_private(tmp_path: Path, open_umask
     make_private(loose)
     assert readable_by_others(tmp_path / "a", loose) == []
     assert stat.S_IMODE(outside.stat().st_mode) == 0o644, "a link is not followed"
+
+
+@pytest.mark.integration
+def test_root_keeps_the_trial_database_in_its_private_state_folder(
+    monkeypatch: pytest.MonkeyPatch, open_umask: None
+) -> None:
+    """As root with $FOOTNOTE_STATE_DIR, the default data folder lies in the private state
+    folder: the database's own user may pass through it (0711, nothing listed), and a later
+    ingest that makes the state folder private again does not lock the database out."""
+    import shutil
+    import tempfile
+
+    from footnote.server import production
+    from footnote.server.local_postgres import start_server, stop_server
+
+    assert os.geteuid() == 0, "CI runs as root: this is root's set-up"
+    scratch = Path(tempfile.mkdtemp(prefix="footnote-root-state-"))
+    scratch.chmod(0o755)
+    state = scratch / "footnote"
+    monkeypatch.setenv("FOOTNOTE_STATE_DIR", str(state))
+    try:
+        private_dir(state)  # what an ingest does first
+        chosen = production.prepare_data_dir(production.default_data_dir())
+        assert chosen == state / "production"
+        for _ in range(2):
+            server = start_server(folder=chosen / "postgres")
+            stop_server(server)
+            private_dir(state)  # a later ingest
+            assert stat.S_IMODE(state.stat().st_mode) & 0o066 == 0
+        assert stat.S_IMODE((chosen / "postgres").stat().st_mode) == 0o700
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)

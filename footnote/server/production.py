@@ -33,6 +33,7 @@ import os
 import secrets
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -570,6 +571,11 @@ def prepare_data_dir(folder: Path) -> Path:
     refused when the database starts, with a line saying so."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder.chmod(0o711 if os.geteuid() == 0 else 0o700)
+    if os.geteuid() == 0 and folder == default_data_dir().resolve():
+        # The default one lies in Footnote's own state folder, kept 0700 (it holds the
+        # embedding cache): the database's user may pass through it, never list it.
+        state = folder.parent
+        state.chmod(stat.S_IMODE(state.stat().st_mode) | 0o011)
     return folder
 
 
