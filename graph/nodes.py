@@ -334,14 +334,17 @@ class AnswerNodes:
         if len(parts) == 1:
             question, strategy = planner.condense_question(state.question, earlier)
             return "search", "", [(question, strategy, 0)]
-        return "search", "", [(part, "split", 0) for part in parts]
+        strategies = ["bridged" if i and planner.is_bridge(p) else "split" for i, p in
+                      enumerate(parts)]  # fmt: skip
+        return "search", "", [(part, how, 0) for part, how in zip(parts, strategies, strict=True)]
 
     @staticmethod
     def _budget(
         context: Context, plan: list[tuple[str, str, int]], calls_used: int
     ) -> list[PlannedPart]:
         """Each part's share of the turn's searches and model calls. Parts share the budget
-        evenly, earlier parts first; a part with no search left is reported not covered."""
+        evenly, earlier parts first; a part with no search left is reported not covered. A
+        bridged part is researched with the words of the part before it."""
         n = len(plan)
         searches, calls = context.max_searches_per_turn, context.max_model_calls_per_turn
         calls_left = max(0, calls - calls_used)
@@ -353,6 +356,9 @@ class AnswerNodes:
                 "hops": hops,
                 "max_searches": searches // n + (1 if i < searches % n else 0),
                 "max_model_calls": calls_left // n + (1 if i < calls_left % n else 0),
+                "research": planner.bridge_question(plan[i - 1][0], question)
+                if strategy == "bridged"
+                else question,
             }
             for i, (question, strategy, hops) in enumerate(plan)
         ]
@@ -767,7 +773,7 @@ class AnswerNodes:
                 use_model = model is not None and answer_calls < calls_left
                 draft = self._answer_part(
                     context,
-                    part["question"],
+                    part["research"],
                     docs,
                     model if use_model else None,
                     findings.get(part["index"], _NO_FINDING),
@@ -783,8 +789,8 @@ class AnswerNodes:
                 paragraphs.append(text or prompts.NOT_COVERED)
             else:
                 paragraphs.append(
-                    f"{part['question']}\n{text}" if text else
-                    prompts.NOT_COVERED_PART.format(question=part["question"])
+                    f"{prompts.PART_HEADING.format(question=part['question'])}\n{text}" if text
+                    else prompts.NOT_COVERED_PART.format(question=part["question"])
                 )  # fmt: skip
         answer = "\n\n".join(paragraphs) or prompts.NOT_COVERED
         runtime.stream_writer({"event": "answer", "text": answer})
@@ -1008,8 +1014,8 @@ def route_after_planning(
             {
                 "index": part["index"],
                 "of": len(state.plan),
-                "question": part["question"],
-                "standalone_question": part["question"],
+                "question": part["research"],
+                "standalone_question": part["research"],
                 "first_strategy": part["strategy"],
                 "hops": part["hops"],
                 "max_searches": part["max_searches"],

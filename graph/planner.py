@@ -240,6 +240,24 @@ def _as_question(text: str) -> str:
     return text if text.endswith("?") else f"{text}?"
 
 
+_REFERS_BACK = re.compile(r"\b(it|its|itself|they|them|their|those|these)\b", re.I)
+"""A pronoun that stands for something named earlier ("the devices used for it")."""
+
+
+def is_bridge(part: str) -> bool:
+    """A later part that refers back to the part before it: what it asks about ("the devices
+    used for it") is named only there."""
+    return _REFERS_BACK.search(part) is not None
+
+
+def bridge_question(earlier: str, part: str) -> str:
+    """What a bridge part is researched as: the earlier part's words with its own, as a
+    follow-up borrows the last question's (`condense_question`). Searched alone, "what does
+    the policy say about the devices used for it?" names no subject, and the search answers
+    a question the user did not ask."""
+    return f"{earlier} {part}"
+
+
 def _is_part(text: str) -> bool:
     """A part worth searching on its own: it names something ("What about sid?")."""
     return len(keyword_tokens(text)) >= 1

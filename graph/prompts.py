@@ -8,6 +8,10 @@ NOT_COVERED = "The sources I have do not cover this."
 NOT_COVERED_PART = 'The sources I have do not cover "{question}"'
 """How an answer names a part of a question the sources cannot answer."""
 
+PART_HEADING = "## {question}"
+"""The heading, in the user's words, over a covered part's answer in a question with several
+parts: a line of its own, so no renderer glues the question to the answer's first sentence."""
+
 CITATION_RULES = """Cite every claim with the number of the source it comes from, in square \
 brackets, right after the claim: "Keys are rotated every 90 days [1]." Cite several sources \
 as [1][3]. Only cite numbers that appear in the sources list.

@@ -116,6 +116,10 @@ class PlannedPart(TypedDict):
     """Extra searches allowed with what the first evidence names (multi-hop; model only)."""
     max_searches: int
     max_model_calls: int
+    research: str
+    """What the part is researched and answered as: `question`, or for a part that refers back
+    to the one before (strategy "bridged"), that part's words with its own. `question` stays
+    the user's words, which head the part's answer."""
 
 
 class GradedChunk(TypedDict):

@@ -174,7 +174,7 @@ def test_prose_under_a_not_covered_part_is_removed(handbook_index: Path) -> None
     answer = out["messages"][-1].content
     leave, rotate = answer.split("\n\n")
     assert leave == f'The sources I have do not cover "{LEAVE}"'
-    assert rotate.startswith(ROTATE) and "90 days" in rotate
+    assert rotate.startswith(f"## {ROTATE}\n") and "90 days" in rotate  # its heading, a line
     assert "16 weeks" not in answer and "gov.uk" not in answer and "shrm" not in answer
     assert [p["covered"] for p in out["parts"]] == [False, True]
     claims = [c["claim"] for c in out["footnote_unsupported_claims"]]
