@@ -287,7 +287,7 @@ FORMATS: dict[str, tuple[str, Callable[[Path], None], str]] = {
     "EPUB": (".epub", make_epub, "chapter-2"),
     "images": (".png", make_png, "top"),
 }
-"""Each format of the README's table: a suffix, a maker for a real file, and the key its marker
+"""Each format of docs/usage.md's table: a suffix, a maker for a real file, and the key its marker
 passage's chunk id must carry (`NAME#KEY:0`): the anchor, `page-N` for a PDF page, `top`
 for a file cited whole or by its lines."""
 

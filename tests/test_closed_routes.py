@@ -194,7 +194,7 @@ def test_no_route_answers_without_credentials_except_the_public_ones(served: Ser
             if response.status_code not in (401, 403, 404, 405):
                 answered.append((method.upper(), template, response.status_code))
     assert len(paths) > 20, sorted(paths)
-    public = {("GET", p) for p in ("/ok", "/", "/ui", "/ui/", "/ui/config.json")}  # README
+    public = {("GET", p) for p in ("/ok", "/", "/ui", "/ui/", "/ui/config.json")}  # deployment.md
     assert {(m, t) for m, t, _ in answered} <= public, answered
 
 

@@ -1,6 +1,6 @@
 """Feedback in the chat page, in a real headless Chromium against `langgraph dev` with API
 keys: rate an answer, flag a citation, open "why", and an admin's Review view. What users
-wrote is shown as text, never as HTML. The Review view's screenshot is the README's."""
+wrote is shown as text, never as HTML. The Review view's screenshot is docs/feedback.md's."""
 
 from __future__ import annotations
 
@@ -165,4 +165,4 @@ def test_rate_flag_why_and_review(
         )
 
         driver.set_window_size(1280, 1500)
-        page.screenshot("review-view")  # docs/review-view.png in the README is this one
+        page.screenshot("review-view")  # docs/review-view.png in docs/feedback.md is this one

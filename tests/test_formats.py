@@ -2,7 +2,7 @@
 spreadsheets (CSV, XLSX), JSON and JSON Lines, e-mail (EML, MBOX), EPUB, and images and
 scanned PDFs by OCR. Each keeps the structure a citation points at (sheet and row, path,
 message, chapter, page) and refuses hostile input with a reason, quickly. Last, one folder
-holding every format of the README's table goes through `footnote ingest`, and each
+holding every format of docs/usage.md's table goes through `footnote ingest`, and each
 format's passage is found and cited where it sits."""
 
 from __future__ import annotations
@@ -404,8 +404,8 @@ def test_without_tesseract_the_reason_says_what_to_install(
 
 
 def readme_formats() -> dict[str, list[str]]:
-    """The README's format table: each format's name and the suffixes it lists."""
-    text = (REPO / "README.md").read_text(encoding="utf-8")
+    """The usage page's format table: each format's name and the suffixes it lists."""
+    text = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
     table = text.split("| format | suffixes |", 1)[1].split("\n\n", 1)[0]
     formats = {}
     for line in table.splitlines()[2:]:

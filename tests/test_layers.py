@@ -189,10 +189,10 @@ def test_the_checks_catch_what_they_look_for() -> None:
     assert app_package_of("footnote.cli.main") == "cli" and app_package_of("footnote") == "footnote"
 
 
-def readme_layout() -> dict[str, str]:
-    """The README's layout block: folder (`footnote/cli/`) -> the text that describes it."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = readme.split("## Layout", 1)[1].split("```", 2)[1]
+def documented_layout() -> dict[str, str]:
+    """docs/layout.md's block: folder (`footnote/cli/`) -> the text that describes it."""
+    layout = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    block = layout.split("```", 2)[1]
     entries: dict[str, str] = {}
     folder = ""
     for line in block.splitlines():
@@ -203,10 +203,10 @@ def readme_layout() -> dict[str, str]:
     return entries
 
 
-def test_readme_layout_names_every_module_and_only_real_ones() -> None:
-    """The layout section is kept true: each module is named under its folder (or under the
+def test_documented_layout_names_every_module_and_only_real_ones() -> None:
+    """docs/layout.md is kept true: each module is named under its folder (or under the
     folder above, for a sub-folder it lists), and each `name.py` it names exists there."""
-    entries = readme_layout()
+    entries = documented_layout()
     missing = []
     for path in MODULES.values():
         if path.name == "__init__.py":
@@ -217,11 +217,11 @@ def test_readme_layout_names_every_module_and_only_real_ones() -> None:
         text = entries.get(f"{folder.as_posix()}/", "")
         if not re.search(rf"\b{re.escape(path.stem)}\b", text):
             missing.append(str(path.relative_to(ROOT)))
-    assert missing == [], f"modules the README's layout does not name: {missing}"
+    assert missing == [], f"modules docs/layout.md does not name: {missing}"
     invented = [
         f"{folder}{name}"
         for folder, text in entries.items()
         for name in re.findall(r"\b(\w+\.py)\b", text)
         if not (ROOT / folder / name).is_file()
     ]
-    assert invented == [], f"modules the README's layout names that do not exist: {invented}"
+    assert invented == [], f"modules docs/layout.md names that do not exist: {invented}"

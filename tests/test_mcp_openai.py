@@ -560,16 +560,16 @@ def test_stdio_serves_the_same_tools_for_the_host_chosen_caller(index: Path) -> 
     asyncio.run(run())
 
 
-# --- the README's examples, as a reader would paste them ---------------------------------
+# --- the integration page's examples, as a reader would paste them -----------------------
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+INTEGRATIONS = Path(__file__).resolve().parents[1] / "docs" / "integrations.md"
 
 
 def readme_example(name: str) -> str:
-    """The code block after `<!-- example: NAME -->` in the README."""
-    text = README.read_text(encoding="utf-8")
+    """The code block after `<!-- example: NAME -->` in docs/integrations.md."""
+    text = INTEGRATIONS.read_text(encoding="utf-8")
     found = re.search(rf"<!-- example: {name} -->\n```\w+\n(.*?)\n```", text, re.S)
-    assert found, f"README has no example {name!r}"
+    assert found, f"docs/integrations.md has no example {name!r}"
     return found.group(1)
 
 

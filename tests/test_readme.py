@@ -1,6 +1,7 @@
-"""The README's "Using it" section, followed as a newcomer follows it: every command of every
-block, in order, from a fresh index, each checked for its exit status and a line of what it
-prints; and the serve status line the README shows is the one `footnote serve` prints.
+"""The usage page (docs/usage.md, where the README's "Using it" points), followed as a
+newcomer follows it: every command of every block, in order, from a fresh index, each checked
+for its exit status and a line of what it prints; and the serve status line the chat page's
+doc (docs/chat-page.md) shows is the one `footnote serve` prints.
 
 The commands run in a scratch folder holding copies of what they name (samples/, docs/,
 tests/fixtures/), so nothing is written into the checkout. Three things are adapted, and
@@ -30,10 +31,11 @@ from tests.conftest import REPO, footnote_command
 
 pytestmark = pytest.mark.integration
 
-README = (REPO / "README.md").read_text(encoding="utf-8")
+USAGE = (REPO / "docs" / "usage.md").read_text(encoding="utf-8")
+CHAT_PAGE = (REPO / "docs" / "chat-page.md").read_text(encoding="utf-8")
 
 EXPECTED: list[tuple[str, int, str]] = [
-    # (command as the README writes it, after dropping [...] and comments; exit; a line)
+    # (command as the usage page writes it, after dropping [...] and comments; exit; a line)
     (
         "footnote ingest samples/handbook --index .footnote/index",
         0,
@@ -80,7 +82,7 @@ SERVE_LINE = re.compile(
     r"\(index: [^;]+; threads: in memory; log: \S+/serve-\d+\.log\)"
 )
 """The status line of `footnote serve` (without --checkpoint-url): printed, and shown in the
-README's chat-page section."""
+chat page's doc."""
 
 SITE = {
     "docs/index.html": '<html><body><main><h1 id="start">Docs</h1><p>The kiwi guide.</p>'
@@ -88,12 +90,6 @@ SITE = {
     "docs/birds.html": '<html><body><main><h1 id="birds">Birds</h1><p>Kiwis cannot fly.</p>'
     "</main></body></html>",
 }
-
-
-def section(title: str) -> str:
-    start = README.index(f"\n## {title}\n")
-    end = README.find("\n## ", start + 1)
-    return README[start : end if end != -1 else len(README)]
 
 
 def command_blocks(text: str) -> list[tuple[str, list[str]]]:
@@ -137,11 +133,11 @@ def site(tmp_path: Path) -> Iterator[str]:
 
 
 def test_the_using_it_commands_are_the_ones_this_test_runs() -> None:
-    assert commands(section("Using it")) == [command for command, _, _ in EXPECTED]
+    assert commands(USAGE) == [command for command, _, _ in EXPECTED]
 
 
-def test_the_readme_shows_the_serve_line_serve_prints() -> None:
-    shown = re.search(r"^Footnote server: .*$", section("The chat page"), re.M)
+def test_the_chat_page_doc_shows_the_serve_line_serve_prints() -> None:
+    shown = re.search(r"^Footnote server: .*$", CHAT_PAGE, re.M)
     assert shown is not None and SERVE_LINE.fullmatch(shown.group(0)), shown
 
 
@@ -177,7 +173,7 @@ def test_using_it_in_order_from_a_fresh_index(tmp_path: Path, site: str) -> None
             assert done.returncode == status, (command, done.stdout[-2000:], done.stderr[-2000:])
             output = done.stdout + done.stderr
         if command.startswith("pip wheel"):
-            assert (work / "dist" / expected).is_file(), "the wheel has the name the README uses"
+            assert (work / "dist" / expected).is_file(), "the wheel has the name the docs use"
         if command.startswith("footnote sources"):
             output = output.replace(site + "/docs/index.html", "https://example.com/docs/")
         if command.startswith("footnote eval"):
@@ -187,9 +183,9 @@ def test_using_it_in_order_from_a_fresh_index(tmp_path: Path, site: str) -> None
     # The eval dataset (a copy of the checkout's tests/fixtures) was only read.
     assert sorted(p.relative_to(work) for p in (work / "tests").rglob("*")) == fixtures_before
 
-    # The README's Python example, run where a notes.txt exists.
+    # The usage page's Python example, run where a notes.txt exists.
     (work / "notes.txt").write_text("Our notes: the hr team meets on Thursdays.\n")
-    (python,) = [lines for lang, lines in command_blocks(section("Using it")) if lang == "python"]
+    (python,) = [lines for lang, lines in command_blocks(USAGE) if lang == "python"]
     done = subprocess.run(
         [sys.executable, "-c", "\n".join(python) + "\nprint(ids)"],
         cwd=work,
