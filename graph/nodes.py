@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from typing import Any, Literal
 
 from langchain_core.documents import Document
@@ -344,7 +344,7 @@ class AnswerNodes:
     ) -> list[PlannedPart]:
         """Each part's share of the turn's searches and model calls. Parts share the budget
         evenly, earlier parts first; a part with no search left is reported not covered. A
-        bridged part is researched with the words of the part before it."""
+        bridged part is first searched with the words of the part before it."""
         n = len(plan)
         searches, calls = context.max_searches_per_turn, context.max_model_calls_per_turn
         calls_left = max(0, calls - calls_used)
@@ -442,7 +442,7 @@ class AnswerNodes:
         calls = 0
         hyde = ""
         if state.attempts == 0:
-            query, strategy = state.question, state.first_strategy
+            query, strategy = state.first_query or state.question, state.first_strategy
         elif model is not None:
             query = self._ask(
                 model,
@@ -766,20 +766,24 @@ class AnswerNodes:
         removed: list[dict[str, Any]] = []
         recited: list[dict[str, Any]] = []
         invalid: list[int] = []
+        said: set[str] = set()  # what the parts answered so far quoted
         for part in state.plan:
             docs = findings.get(part["index"], _NO_FINDING)["documents"]
             text = ""
             if docs:
                 use_model = model is not None and answer_calls < calls_left
+                bridged = part["strategy"] == "bridged"
                 draft = self._answer_part(
                     context,
                     part["research"],
                     docs,
                     model if use_model else None,
                     findings.get(part["index"], _NO_FINDING),
+                    said if bridged else (),
                 )
                 answer_calls += 1 if use_model else 0
                 checked = self._ground(draft, docs, context)
+                said |= offline.quoted_sentences(checked.text)
                 global_numbers = [numbers[d.id] if d.id is not None else 0 for d in docs]
                 text = _renumber(checked.text, global_numbers)
                 removed += [_renumbered(c, global_numbers) for c in checked.removed]
@@ -846,9 +850,12 @@ class AnswerNodes:
         docs: Sequence[Document],
         model: BaseChatModel | None,
         finding: Finding | None = None,
+        said: Collection[str] = (),
     ) -> str:
         """One part's answer from its own sources, numbered from 1; offline, a part that hopped
-        answers from both steps (hops.hop_answer)."""
+        answers from both steps (hops.hop_answer). A bridged part is answered as it was
+        researched, with the words of the part it refers to; offline it leaves out what that
+        part's answer already quoted (`said`), which those words would otherwise draw again."""
         if model is not None:
             response = model.invoke(
                 [
@@ -875,7 +882,7 @@ class AnswerNodes:
         if finding.get("hop_query") and 0 < first < len(docs):
             bridge = finding.get("hop_entities", [])
             return hops.hop_answer(question, docs, first, bridge, embeddings)
-        return offline.extractive_answer(question, docs, embeddings)
+        return offline.extractive_answer(question, docs, embeddings, said=said)
 
     def verify_citations(self, state: State, runtime: Runtime[Context]) -> dict[str, Any]:
         """List the answer's citations and each part's coverage. The answer was checked
@@ -1014,8 +1021,9 @@ def route_after_planning(
             {
                 "index": part["index"],
                 "of": len(state.plan),
-                "question": part["research"],
-                "standalone_question": part["research"],
+                "question": part["question"],
+                "standalone_question": part["question"],
+                "first_query": part["research"],
                 "first_strategy": part["strategy"],
                 "hops": part["hops"],
                 "max_searches": part["max_searches"],

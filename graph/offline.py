@@ -13,7 +13,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 from langchain_core.documents import Document
@@ -83,6 +83,7 @@ def extractive_answer(
     max_sentences: int = 3,
     same_source_floor: float = 0.6,
     other_source_floor: float = 0.75,
+    said: Collection[str] = (),
 ) -> str:
     """Pick the sentences that best answer the question, each cited with its source number.
 
@@ -92,7 +93,8 @@ def extractive_answer(
     sentence is kept, with those of its own source that come close (the sentences around an
     answer usually qualify it: a grace period, an exception); another source must come close
     (`other_source_floor` of the best score) to be added. They are printed in source order,
-    as the documents say them.
+    as the documents say them. A sentence in `said` (quoted under an earlier part of the
+    same answer) is not quoted again: the answer reads as a whole, each part adding its own.
     """
     candidates: list[tuple[int, int, str]] = []
     windows: dict[int, list[int]] = {}
@@ -106,7 +108,11 @@ def extractive_answer(
             split_sentences(strip_citation_marks(doc.page_content))
         ):
             # A question does not answer a question (FAQ titles, "See also ..." pointers).
-            if len(sentence.split()) >= 3 and not sentence.rstrip(" .").endswith("?"):
+            if (
+                len(sentence.split()) >= 3
+                and not sentence.rstrip(" .").endswith("?")
+                and sentence.strip() not in said
+            ):
                 candidates.append((number, position, sentence))
     if not candidates:
         return ""
@@ -148,6 +154,11 @@ def extractive_answer(
             prose.append(f"{text} [{number}]")
     paragraphs += [" ".join(prose)] if prose else []
     return "\n\n".join(paragraphs)
+
+
+def quoted_sentences(answer: str) -> set[str]:
+    """The sentences an extractive answer quoted, without their citations (`said` above)."""
+    return {sentence.strip() for sentence in split_sentences(strip_citation_marks(answer))}
 
 
 def _under_heading(document: Document, sentence: str) -> str:

@@ -117,9 +117,11 @@ class PlannedPart(TypedDict):
     max_searches: int
     max_model_calls: int
     research: str
-    """What the part is researched and answered as: `question`, or for a part that refers back
-    to the one before (strategy "bridged"), that part's words with its own. `question` stays
-    the user's words, which head the part's answer."""
+    """What the part is first searched with: `question`, or for a part that refers back to the
+    one before (strategy "bridged"), that part's words with its own. Its chunks are still
+    graded and answered against `question`, the user's words, which head the part's answer:
+    the earlier part's words find the subject, and would otherwise draw the earlier part's
+    answer again."""
 
 
 class GradedChunk(TypedDict):
@@ -219,6 +221,9 @@ class PartState:
     """Same as `question`: the search tool grades its candidates against this field."""
     first_strategy: str = "as_asked"
     """How the part's question was made standalone (the first query's strategy)."""
+    first_query: str = ""
+    """The first search's query when it is not `question`: a bridged part's words with those
+    of the part before, which name what it refers to (PlannedPart.research)."""
     query: str = ""
     """The search query written for this attempt."""
     hyde_passage: str = ""

@@ -9,6 +9,7 @@ grader's calibration, not the split). The tests say which grader they use."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +54,10 @@ def part_answers(out: dict[str, Any]) -> list[tuple[str, str, set[str]]]:
     return answers
 
 
+def sentences(text: str) -> list[str]:
+    return [s.strip() for s in re.split(r"\[\d+\]", text) if s.strip()]
+
+
 def test_a_part_that_refers_back_is_researched_with_the_part_before() -> None:
     parts = planner.split_question(FIRST_WEEK)
     assert [planner.is_bridge(p) for p in parts[1:]] == [True]
@@ -80,6 +85,8 @@ def test_the_example_questions_are_answered_part_by_part(handbook_index: Path) -
     assert "two-factor authentication" in set_up and "onboarding.md" in set_up_files
     # "it" is the two-factor authentication the first part names: its devices, not laptops.
     assert "Hardware security keys" in devices and "security-policy.txt" in devices_files
+    # The bridge, searched with the first part's words, does not quote its answer again.
+    assert not set(sentences(set_up)) & set(sentences(devices)), (set_up, devices)
 
     leaked = part_answers(ask(handbook_index, LEAKED_KEYS, offline_grader="calibrated"))
     assert [heading for heading, _, _ in leaked] == [
