@@ -73,6 +73,8 @@ def test_the_bridge_is_searched_with_its_referent(handbook_index: Path) -> None:
     assert plan[1]["question"] == "What does the policy say about the devices used for it?"
     first_query = {f["index"]: f["rounds"][0]["query"] for f in out["findings"]}[1]
     assert "first week" in first_query and "devices used for it" in first_query
+    # "it" is the two-factor authentication the first part's section names: its devices.
+    assert "Hardware security keys" in str(out["messages"][-1].content)
 
 
 def test_the_example_questions_are_answered_part_by_part(handbook_index: Path) -> None:
