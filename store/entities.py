@@ -111,6 +111,8 @@ class TitleMatcher:
         out: list[Mention] = []
         for i, word in enumerate(lower):
             for length in self.lengths.get(word, ()):
+                if i + length > len(lower):  # near the end, a shorter run may name a title
+                    continue
                 words = tuple(lower[i : i + length])
                 if words not in self.names:
                     continue

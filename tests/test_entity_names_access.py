@@ -201,3 +201,14 @@ def test_on_postgres_no_caller_sees_the_title_beyond_the_match(
             (TITLE, key_hash(MATCHED)),
         )
     assert not leaked(shown()), leaked(shown())
+
+
+def test_a_title_cut_short_by_the_end_of_the_text_is_no_match() -> None:
+    """Near the end of a text, the words left may be fewer than a longer title's: they are
+    looked up as that title only when they are all there (an IndexError stopped an ingest
+    whose text ended in the first words of a title that shares them with a shorter one)."""
+    from footnote.store.entities import TitleMatcher
+
+    matcher = TitleMatcher(["Service accounts", "Service accounts and tokens"])
+    found = matcher.find("Read about Service accounts")
+    assert [m.name for m in found] == ["Service accounts"]
