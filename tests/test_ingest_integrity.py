@@ -374,6 +374,7 @@ def test_chunk_cap_and_time_budget_fail_one_file_each(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from footnote.ingest import parsers
+    from footnote.ingest.isolation import WORKER_ENV
 
     docs = tmp_path / "docs"
     docs.mkdir()
@@ -389,6 +390,7 @@ def test_chunk_cap_and_time_budget_fail_one_file_each(
         return real(data, path, source)
 
     monkeypatch.setitem(parsers.PARSERS, ".html", crawl)
+    monkeypatch.setenv(WORKER_ENV, "1")  # the stand-in parser runs here, not in a worker
     summary = ingest([docs], tmp_path / "index", max_chunks=20, max_seconds=1)
     assert summary.added == ["good.md"]
     assert "too many chunks: 50 > limit 20" in summary.failed["many.md"]

@@ -30,6 +30,14 @@ MAX_UNPACKED = 300_000_000
 MAX_RATIO = 200
 """How many times its compressed size one member may inflate to (text compresses ~10×)."""
 RATIO_FLOOR = 1_000_000
+UNPACKED_FLOOR = 20_000_000
+UNPACKED_RATIO = 100
+"""All members together may inflate to `UNPACKED_FLOOR` plus this many times the archive's
+size (and never past `MAX_UNPACKED`): members under `RATIO_FLOOR` escape the per-member
+ratio, and thousands of them would otherwise unpack a 1 MB book to 300 MB of chapters."""
+MAX_MEMBER = 20_000_000
+"""Bytes one member read with `read_member` (an EPUB chapter) may inflate to: what a file
+of its own could hold (`--max-bytes`'s default)."""
 """Members smaller than this unpacked are not held to the ratio: tiny files compress oddly."""
 PROLOG_SCAN = 65_536
 """Bytes of each XML document its root element must start within: everything before it
@@ -48,10 +56,11 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
     if len(members) > MAX_MEMBERS:
         raise ParseError(f"{kind}: {len(members):,} archive members, over {MAX_MEMBERS:,}")
     total = 0
+    unpacked = min(MAX_UNPACKED, UNPACKED_FLOOR + UNPACKED_RATIO * len(data))
     for member in members:
         total += member.file_size
-        if total > MAX_UNPACKED:
-            raise ParseError(f"{kind}: unpacks to more than {MAX_UNPACKED:,} bytes (a zip bomb?)")
+        if total > unpacked:
+            raise ParseError(f"{kind}: unpacks to more than {unpacked:,} bytes (a zip bomb?)")
         ratio = member.file_size // max(member.compress_size, 1)
         if member.file_size > RATIO_FLOOR and ratio > MAX_RATIO:
             raise ParseError(
@@ -61,7 +70,12 @@ def open_zip(data: bytes, kind: str) -> zipfile.ZipFile:
 
 
 def read_member(archive: zipfile.ZipFile, name: str, kind: str) -> bytes:
+    """One member's bytes, refused from its declared size when over `MAX_MEMBER` (zipfile
+    never yields more than a member declares)."""
     try:
+        size = archive.getinfo(name).file_size
+        if size > MAX_MEMBER:
+            raise ParseError(f"{kind}: {name} unpacks to {size:,} bytes, over {MAX_MEMBER:,}")
         return archive.read(name)
     except KeyError:
         raise ParseError(f"{kind}: {name} is missing") from None

@@ -17,6 +17,15 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16"),
 )
 TITLE_MAX = 100
+HEADING_MAX = 200
+"""Characters of a heading kept in its sections' heading paths. Every section under a
+heading repeats its path, so a heading a megabyte long would otherwise cost a megabyte
+per section: what the parse builds would grow with the square of the file."""
+TEXT_FLOOR = 16_000_000
+TEXT_RATIO = 16
+"""Characters of text a parse may build from one file: `TEXT_FLOOR` plus this many times
+its size in bytes. Text formats yield about their own size; a zip's members or a cell's
+shared string repeated across a sheet can yield far more (see `TextBudget`)."""
 
 
 def bom_encoding(data: bytes) -> str | None:
@@ -71,6 +80,26 @@ def trim_range(lines: list[str], start: int, end: int) -> tuple[int, int] | None
     while end > start and not lines[end - 1].strip():
         end -= 1
     return (start, end) if start < end else None
+
+
+class TextBudget:
+    """The text one file's parse may build, spent as it is built, so that a file whose
+    text multiplies (a zip of highly compressed chapters, a long string referenced by
+    every cell) fails early with the reason instead of filling memory."""
+
+    def __init__(self, size: int, kind: str) -> None:
+        self.limit = TEXT_FLOOR + TEXT_RATIO * size
+        self.left = self.limit
+        self.kind = kind
+
+    def spend(self, text: str) -> str:
+        self.left -= len(text)
+        if self.left < 0:
+            raise ParseError(
+                f"{self.kind}: its text runs past {self.limit:,} characters, over "
+                f"{TEXT_RATIO} times the file's size (a decompression bomb?)"
+            )
+        return text
 
 
 def short_title(text: str) -> str | None:

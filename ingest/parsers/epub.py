@@ -19,7 +19,7 @@ from urllib.parse import unquote
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers import html
 from footnote.ingest.parsers.archive import open_zip, parse_xml, read_member, refuse_declarations
-from footnote.ingest.parsers.common import iso_date
+from footnote.ingest.parsers.common import TextBudget, iso_date
 
 SUFFIXES = frozenset({".epub"})
 _KIND = ".epub"
@@ -42,12 +42,17 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     manifest = {el.get("id"): el for el in opf.iter() if _local(el) == "item" and el.get("id")}
     titles = _toc_titles(archive, opf, manifest, base)
     sections: list[Section] = []
+    budget = TextBudget(len(data), _KIND)
     number = 0
+    read: set[str] = set()
     for ref in (el for el in opf.iter() if _local(el) == "itemref"):
         item = manifest.get(ref.get("idref"))
         if item is None or item.get("media-type") not in _XHTML_TYPES or not item.get("href"):
             continue
         href = _resolve(base, item.get("href") or "")
+        if href in read:  # a spine naming one chapter a thousand times reads it once
+            continue
+        read.add(href)
         markup = read_member(archive, href, _KIND)
         refuse_declarations(markup, href)
         # Without its XML declaration, XHTML reads as the HTML it is (no parser warning).
@@ -64,7 +69,7 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
             own = anchor if position == 0 or not section.anchor else f"{anchor}-{section.anchor}"
             sections.append(
                 Section(
-                    text=section.text,
+                    text=budget.spend(section.text),
                     headings=[title, *inner],
                     anchor=own,
                     url=f"{source}#{own}",

@@ -22,6 +22,7 @@ from bs4.element import (
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers.common import (
     BINARY_SNIFF_BYTES,
+    HEADING_MAX,
     TITLE_MAX,
     bom_encoding,
     decode_text,
@@ -212,7 +213,7 @@ class _HtmlWalker:
         return self.preamble
 
     def _heading(self, tag: Tag) -> None:
-        text = _visible_text(tag)
+        text = _visible_text(tag)[:HEADING_MAX]
         if not text:
             return
         self.current.break_block()

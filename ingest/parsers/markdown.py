@@ -14,6 +14,7 @@ import yaml
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers.common import (
+    HEADING_MAX,
     decode_text,
     iso_date,
     scalar_text,
@@ -61,7 +62,7 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
 
     sections: list[Section] = []
     stack: list[_MdHeading] = []
-    slugs: set[str] = set()
+    slugs = _Slugs()
     first_h1: str | None = None
     anchor: str | None = None
     block_start = body_start
@@ -100,10 +101,10 @@ def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
         text = _plain_heading(_ATX_CLOSING.sub("", heading.group(2).strip()))
         while stack and stack[-1].level >= level:
             stack.pop()
-        stack.append(_MdHeading(level, text))
-        anchor = _unique_slug(text, slugs)
+        stack.append(_MdHeading(level, text[:HEADING_MAX]))
+        anchor = slugs.unique(text)
         if level == 1 and first_h1 is None and text:
-            first_h1 = text
+            first_h1 = text[:HEADING_MAX]
         block_start = index + 1
     close(len(lines))
 
@@ -149,16 +150,28 @@ def _slugify(text: str) -> str:
     return text.replace(" ", "-")
 
 
-def _unique_slug(text: str, seen: set[str]) -> str:
-    """Repeat headings get `-1`, `-2`... as GitHub does; a suffix already taken (a heading
-    that reads `Setup 1`) moves on to the next, so anchors stay unique."""
-    base = slug = _slugify(text)
-    count = 0
-    while slug in seen:
-        count += 1
-        slug = f"{base}-{count}"
-    seen.add(slug)
-    return slug
+class _Slugs:
+    """The anchors given so far in one document, and the last suffix tried for each base."""
+
+    def __init__(self) -> None:
+        self.seen: set[str] = set()
+        self.counts: dict[str, int] = {}
+
+    def unique(self, text: str) -> str:
+        """Repeat headings get `-1`, `-2`... as GitHub does; a suffix already taken (a
+        heading that reads `Setup 1`) moves on to the next, so anchors stay unique. The
+        search resumes at the base's last suffix (any below it is taken): a page of ten
+        thousand `# a` headings costs ten thousand steps, not fifty million."""
+        base = slug = _slugify(text)
+        count = self.counts.get(base, 0)
+        if count:
+            slug = f"{base}-{count}"
+        while slug in self.seen:
+            count += 1
+            slug = f"{base}-{count}"
+        self.seen.add(slug)
+        self.counts[base] = count
+        return slug
 
 
 @dataclass

@@ -15,7 +15,7 @@ from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, ParseError, Section
 from footnote.ingest.parsers.archive import open_zip, refuse_xml_declarations
-from footnote.ingest.parsers.common import decode_text
+from footnote.ingest.parsers.common import HEADING_MAX, TextBudget, decode_text
 from footnote.models.providers import install_hint
 
 CSV_SUFFIXES = frozenset({".csv", ".tsv"})
@@ -33,6 +33,7 @@ def parse_csv(data: bytes, path: Path, source: str) -> ParsedDocument:
     reader = csv.reader(io.StringIO(text, newline=""), dialect)
     sections: list[Section] = []
     header: list[str] | None = None
+    budget = TextBudget(len(data), path.suffix.lower())
     cells = 0
     previous_line = 0
     try:
@@ -44,7 +45,7 @@ def parse_csv(data: bytes, path: Path, source: str) -> ParsedDocument:
             if header is None:
                 header = _header(row, lambda i: f"column {i + 1}")
                 continue
-            record = _record(header, row, lambda i: f"column {i + 1}")
+            record = budget.spend(_record(header, row, lambda i: f"column {i + 1}"))
             if record:
                 anchor = f"row-{number}"
                 sections.append(
@@ -74,15 +75,14 @@ def parse_xlsx(data: bytes, path: Path, source: str) -> ParsedDocument:
         import openpyxl
         from openpyxl.utils import get_column_letter
     except ImportError as exc:
-        raise ParseError(
-            f"reading this format needs openpyxl: {install_hint('office')}"
-        ) from exc
+        raise ParseError(f"reading this format needs openpyxl: {install_hint('office')}") from exc
     refuse_xml_declarations(open_zip(data, ".xlsx"), ".xlsx")
     try:
         book = openpyxl.load_workbook(io.BytesIO(data), read_only=True, data_only=True)
     except Exception as exc:  # openpyxl raises zipfile, KeyError, XML and value errors
         raise ParseError(f"not a readable .xlsx file ({type(exc).__name__}: {exc})") from exc
     sections: list[Section] = []
+    budget = TextBudget(len(data), ".xlsx")
     slugs: set[str] = set()
     cells = 0
     try:
@@ -92,7 +92,8 @@ def parse_xlsx(data: bytes, path: Path, source: str) -> ParsedDocument:
             # The stored dimension is the file's claim; a hostile one (A1:XFD1048576) would
             # pad every row to 16,384 columns. Read the rows as they are stored instead.
             sheet.reset_dimensions()
-            anchor_base = _unique(_slug(sheet.title), slugs)
+            title = sheet.title[:HEADING_MAX]
+            anchor_base = _unique(_slug(title), slugs)
             header: list[str] | None = None
             for number, row in _numbered_rows(sheet.iter_rows()):
                 cells = _count(cells, len(row))
@@ -102,13 +103,13 @@ def parse_xlsx(data: bytes, path: Path, source: str) -> ParsedDocument:
                 if header is None:
                     header = _header(values, lambda i: get_column_letter(i + 1))
                     continue
-                record = _record(header, values, lambda i: get_column_letter(i + 1))
+                record = budget.spend(_record(header, values, lambda i: get_column_letter(i + 1)))
                 if record:
                     anchor = f"{anchor_base}-row-{number}"
                     sections.append(
                         Section(
                             text=record,
-                            headings=[sheet.title, f"Row {number}"],
+                            headings=[title, f"Row {number}"],
                             anchor=anchor,
                             url=f"{source}#{anchor}",
                         )
@@ -162,7 +163,8 @@ def _cell_text(value: Any) -> str:
 
 
 def _header(values: list[str], name: Any) -> list[str]:
-    return [" ".join(value.split()) or name(i) for i, value in enumerate(values)]
+    """The column labels, each cut at `HEADING_MAX`: every record repeats them."""
+    return [" ".join(value.split())[:HEADING_MAX] or name(i) for i, value in enumerate(values)]
 
 
 def _record(header: list[str], values: list[str], name: Any) -> str:
