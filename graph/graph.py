@@ -1,4 +1,4 @@
-"""Wiring of the answer graph; the nodes live in nodes.py.
+"""Wiring of the answer graph; the nodes live in graph/nodes/, one module per step.
 
 The turn:      new_question -> plan_turn -> reply -> END                 (no search needed)
                                         -> global_answer -> verify_citations -> END
@@ -25,12 +25,12 @@ from langgraph.pregel.protocol import PregelProtocol
 from langgraph.types import Checkpointer
 
 from footnote.graph.context import Context
-from footnote.graph.nodes import (
-    AnswerNodes,
-    route_after_grading,
-    route_after_hop,
-    route_after_planning,
-)
+from footnote.graph.nodes.answer import AnswerNodes
+from footnote.graph.nodes.grading import GradingNodes
+from footnote.graph.nodes.hop import HopNodes
+from footnote.graph.nodes.research import ResearchNodes
+from footnote.graph.nodes.routes import route_after_grading, route_after_hop, route_after_planning
+from footnote.graph.nodes.turn import TurnNodes
 from footnote.graph.state import InputState, OutputState, PartState, State
 from footnote.graph.tools import SEARCH_CALLS, search_documents
 
@@ -41,15 +41,18 @@ streaming with `subgraphs=True` sees the answer and nothing else. Their `updates
 too; the research graph's `values` still show them."""
 
 
-def make_research_graph(nodes: AnswerNodes) -> CompiledStateGraph[PartState, Context]:
+def make_research_graph(
+    chat_model: BaseChatModel | None = None,
+) -> CompiledStateGraph[PartState, Context]:
     """One part's search, grading and retries; its own state, so parts run side by side."""
+    search, grading, hop = ResearchNodes(chat_model), GradingNodes(chat_model), HopNodes(chat_model)
     builder = StateGraph(PartState, context_schema=Context)
-    builder.add_node("rewrite_query", nodes.rewrite_query)
-    builder.add_node("call_retriever", nodes.call_retriever)
+    builder.add_node("rewrite_query", search.rewrite_query)
+    builder.add_node("call_retriever", search.call_retriever)
     builder.add_node("tools", ToolNode([search_documents], messages_key=SEARCH_CALLS))
-    builder.add_node("grade_documents", nodes.grade_documents)
-    builder.add_node("plan_hop", nodes.plan_hop)
-    builder.add_node("web_search", nodes.web_search)
+    builder.add_node("grade_documents", grading.grade_documents)
+    builder.add_node("plan_hop", hop.plan_hop)
+    builder.add_node("web_search", search.web_search)
 
     builder.add_edge(START, "rewrite_query")
     builder.add_edge("rewrite_query", "call_retriever")
@@ -73,18 +76,18 @@ def make_graph(
     name: str = "footnote",
 ) -> CompiledStateGraph[State, Context, InputState, OutputState]:
     """Build the answer graph; pass a checkpointer for conversations, a model to fix one."""
-    nodes = AnswerNodes(chat_model)
+    turn, answer = TurnNodes(chat_model), AnswerNodes(chat_model)
     builder = StateGraph(
         State, context_schema=Context, input_schema=InputState, output_schema=OutputState
     )
-    builder.add_node("new_question", nodes.new_question)
-    builder.add_node("plan_turn", nodes.plan_turn)
-    builder.add_node("reply", nodes.reply)
-    research = make_research_graph(nodes)
-    builder.add_node("research", nodes.research_node(research))
-    builder.add_node("generate", nodes.generate)
-    builder.add_node("global_answer", nodes.global_answer)
-    builder.add_node("verify_citations", nodes.verify_citations)
+    builder.add_node("new_question", turn.new_question)
+    builder.add_node("plan_turn", turn.plan_turn)
+    builder.add_node("reply", turn.reply)
+    research = make_research_graph(chat_model)
+    builder.add_node("research", turn.research_node(research))
+    builder.add_node("generate", answer.generate)
+    builder.add_node("global_answer", turn.global_answer)
+    builder.add_node("verify_citations", answer.verify_citations)
 
     builder.add_edge(START, "new_question")
     builder.add_edge("new_question", "plan_turn")

@@ -9,7 +9,7 @@
   list, a comparison of two named things. It is conservative: "How do I create and rotate a
   key?" and "What is the difference between arguments and parameters?" are one question.
 
-With a chat model the model plans instead (nodes.py); these rules are its fallback.
+With a chat model the model plans instead (nodes/turn.py); these rules are its fallback.
 """
 
 from __future__ import annotations

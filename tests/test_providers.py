@@ -15,7 +15,7 @@ from langchain_openai import ChatOpenAI
 
 from footnote.graph.grader import offline_grades
 from footnote.graph.graph import make_graph
-from footnote.graph.nodes import SourceGrades
+from footnote.graph.nodes.schemas import SourceGrades
 from tests.stub_openai import (
     Reply,
     StubOpenAI,
