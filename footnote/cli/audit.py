@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from footnote.cli.options import add_index_filter
 from footnote.ingest import audit
 
 
@@ -62,7 +63,7 @@ def add_command(sub: Any) -> None:
             "(audit.jsonl.1, ...). Exit status 1 when some lines are not records."
         ),
     )
-    p.add_argument("--index", default="", help="only the records about this index")
+    add_index_filter(p)
     p.add_argument("--file", default="", help="read this audit log instead")
     p.add_argument("--limit", type=int, default=100, help="the last N records (default 100)")
     p.add_argument("--json", action="store_true", help="print the records as JSON")

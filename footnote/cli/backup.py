@@ -45,6 +45,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from footnote.cli.options import add_index_option
 from footnote.feedback.records import SCHEMA_VERSION, feedback_location
 from footnote.store.backends import is_postgres
 from footnote.store.embedding_cache import CACHE_FILE
@@ -412,9 +413,7 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
     ):
         p = sub.add_parser(name, help=help_text, description=(__doc__ or "").split("\n\n")[0])
         p.add_argument(what, metavar=what.upper(), help="the archive (.tar.gz)")
-        p.add_argument(
-            "--index", default=default_index(), help="index directory (default: %(default)s)"
-        )
+        add_index_option(p, default_index)
         p.add_argument(
             "--db", default="", help="the feedback store (default: as the server finds it)"
         )

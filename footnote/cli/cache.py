@@ -12,6 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from footnote.cli.options import add_index_option
+
 
 def _entries(value: str) -> int:
     number = int(value)
@@ -27,11 +29,7 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
         description=__doc__,
     )
     p.add_argument("action", nargs="?", choices=["show", "prune"], default="show")
-    p.add_argument(
-        "--index",
-        default=default_index(),
-        help="index directory or postgresql:// URL (default: %(default)s)",
-    )
+    add_index_option(p, default_index)
     p.add_argument(
         "--keep",
         type=_entries,

@@ -9,6 +9,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from footnote.cli.options import add_index_option
+
 EXAMPLES = """examples:
   footnote add docs/ handbook.pdf --index .footnote/index --access engineering
   footnote add https://example.com/docs/ --crawl --max-pages 200 --index .footnote/index
@@ -20,11 +22,7 @@ EXAMPLES = """examples:
 
 def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
     def common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
-        p.add_argument(
-            "--index",
-            default=default_index(),
-            help="index directory or postgresql:// URL (default: %(default)s)",
-        )
+        add_index_option(p, default_index)
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         if writes:
             p.add_argument(

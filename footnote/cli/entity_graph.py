@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from footnote.cli.options import add_index_option
+
 
 def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
     p = sub.add_parser(
@@ -18,11 +20,7 @@ def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
         description=__doc__,
     )
     p.add_argument("entity", nargs="?", default=None, help="an entity's name (any case)")
-    p.add_argument(
-        "--index",
-        default=default_index(),
-        help="index directory or postgresql:// URL (default: %(default)s)",
-    )
+    add_index_option(p, default_index)
     p.add_argument(
         "--groups",
         default="",

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from footnote.cli.console import add_reranker_options, skipped_lines
+from footnote.cli.options import add_index_option
 from footnote.store.backends import default_index
 from footnote.store.postgres import redact
 
@@ -171,11 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     p.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to index")
-    p.add_argument(
-        "--index",
-        default=default_index(),
-        help="index directory or postgresql:// URL (default: %(default)s)",
-    )
+    add_index_option(p, default_index)
     p.add_argument(
         "--embeddings",
         default="",
@@ -232,11 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Print the chunks the retrieval pipeline ranks highest for QUERY.",
     )
     p.add_argument("query")
-    p.add_argument(
-        "--index",
-        default=default_index(),
-        help="index directory or postgresql:// URL (default: %(default)s)",
-    )
+    add_index_option(p, default_index)
     p.add_argument("-k", type=int, default=5, help="how many chunks (default: %(default)s)")
     p.add_argument(
         "--stage",
@@ -268,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     cli_ask.add_commands(sub, default_index)
 
+    from footnote.cli import serve as cli_serve
+
+    cli_serve.register(sub, default_index)
+
     from footnote.cli import corpus as cli_corpus
 
     cli_corpus.add_commands(sub, default_index)
@@ -284,9 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_eval_command(sub, default_index)
 
-    from footnote.feedback.records import add_feedback_command
+    from footnote.cli import feedback as cli_feedback
 
-    add_feedback_command(sub, default_index)
+    cli_feedback.register(sub, default_index)
 
     from footnote.cli import mcp as cli_mcp
 

@@ -6,11 +6,28 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from footnote.cli.options import add_index_option
 
-def _run(args: argparse.Namespace) -> int:
-    from footnote.mcp.stdio import cmd_mcp
 
-    return cmd_mcp(args)
+def cmd_mcp(args: argparse.Namespace) -> int:
+    """Serve the tools over stdio as the caller the starting process named, until stdin ends."""
+    import asyncio
+
+    from footnote.graph.context import Context
+    from footnote.mcp.stdio import serve_stdio
+    from footnote.mcp.tools import Caller
+    from footnote.store.types import caller_groups
+
+    context = Context(
+        index_dir=args.index,
+        model=args.model,
+        model_base_url=args.base_url,
+        embeddings=args.embeddings,
+    )
+    groups = [g for g in args.groups.split(",") if g] if args.groups else []
+    caller = Caller(groups=caller_groups(groups), admin=args.admin)
+    asyncio.run(serve_stdio(context, caller))
+    return 0
 
 
 def add_command(sub: Any, default_index: Callable[[], str]) -> None:
@@ -24,11 +41,7 @@ def add_command(sub: Any, default_index: Callable[[], str]) -> None:
             "/mcp of `footnote serve`."
         ),
     )
-    p.add_argument(
-        "--index",
-        default=default_index(),
-        help="index directory or postgresql:// URL (default: %(default)s)",
-    )
+    add_index_option(p, default_index)
     p.add_argument("--groups", default="", help="comma-separated access groups of the caller")
     p.add_argument("--admin", action="store_true", help="see every document; add the admin tools")
     p.add_argument("--model", default="", metavar="PROVIDER:MODEL", help="chat model for ask")
@@ -36,4 +49,4 @@ def add_command(sub: Any, default_index: Callable[[], str]) -> None:
     p.add_argument(
         "--embeddings", default="", metavar="PROVIDER:MODEL", help="must match the index"
     )
-    p.set_defaults(func=_run)
+    p.set_defaults(func=cmd_mcp)

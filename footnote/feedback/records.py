@@ -22,7 +22,6 @@ import json
 import os
 import secrets
 import sqlite3
-import sys
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -625,51 +624,3 @@ def _private_output(path: Path) -> Any:
     path.unlink(missing_ok=True)  # a file left by an older export keeps its mode otherwise
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     return os.fdopen(descriptor, "w", encoding="utf-8")
-
-
-def cmd_export(args: Any) -> int:
-    location = args.db or feedback_location(index=args.index)
-    if not is_postgres(location) and not Path(location).is_file():
-        print(f"footnote: no feedback store at {location} (give --db)", file=sys.stderr)
-        return 2
-    result = export_beir(FeedbackStore(location).all(), args.directory)
-    if args.json:
-        print(json.dumps({"directory": str(args.directory), **result.__dict__}))
-    else:
-        print(
-            f"{args.directory}: {result.queries} queries, {result.judgements} judgements, "
-            f"{result.passages} passages, {result.gaps} known gaps (gaps.jsonl)\n"
-            f"Measure it: footnote eval {args.directory}  (answers: --answers)"
-        )
-    return 0
-
-
-def add_feedback_command(sub: Any, default_index: Any) -> None:
-    """`footnote feedback export DIR`."""
-    p = sub.add_parser(
-        "feedback",
-        help="turn rated answers into an evaluation set",
-        description="Work with the answer feedback the server stored.",
-    )
-    actions = p.add_subparsers(dest="feedback_command", required=True, metavar="ACTION")
-    e = actions.add_parser(
-        "export",
-        help="write rated answers as a BEIR dataset for `footnote eval`",
-        description=(
-            "Write corpus.jsonl, queries.jsonl, qrels/test.tsv (and gaps.jsonl) from rated "
-            "answers: thumbs up makes the cited chunks relevant, a flagged citation a judged "
-            "negative. Example: footnote feedback export golden/ && footnote eval golden/"
-        ),
-    )
-    e.add_argument("directory", metavar="DIR")
-    e.add_argument(
-        "--db",
-        default="",
-        help=f"the feedback store (a file or postgresql:// URL; default: ${FEEDBACK_DB_ENV}, "
-        "else the server's PostgreSQL, else feedback.sqlite3 beside --index)",
-    )
-    e.add_argument(
-        "--index", default=default_index(), help="the server's index (default: %(default)s)"
-    )
-    e.add_argument("--json", action="store_true", help="print counts as JSON")
-    e.set_defaults(func=cmd_export)

@@ -10,7 +10,6 @@ choose another index, groups or admin: those belong to whoever started the proce
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import uuid
 from dataclasses import replace
@@ -25,7 +24,6 @@ from footnote.graph.indexer import IndexerContext, IndexerInput
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.graph.state import InputState
 from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
-from footnote.store.types import caller_groups
 
 DEFAULT_INDEX_NAME = "default"
 
@@ -90,16 +88,3 @@ async def serve_stdio(context: Context, caller: Caller) -> None:
     server = make_server(local_tools(context), lambda _server: caller)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())
-
-
-def cmd_mcp(args: argparse.Namespace) -> int:
-    context = Context(
-        index_dir=args.index,
-        model=args.model,
-        model_base_url=args.base_url,
-        embeddings=args.embeddings,
-    )
-    groups = [g for g in args.groups.split(",") if g] if args.groups else []
-    caller = Caller(groups=caller_groups(groups), admin=args.admin)
-    asyncio.run(serve_stdio(context, caller))
-    return 0

@@ -26,7 +26,6 @@ launcher's stdout and to `<data folder>/logs`, as console text or JSON (`--log-f
 
 from __future__ import annotations
 
-import argparse
 import importlib.util
 import json
 import os
@@ -579,62 +578,6 @@ def prepare_data_dir(folder: Path) -> Path:
     return folder
 
 
-def add_production_options(parser: argparse.ArgumentParser) -> None:
-    """`footnote serve --production` and its settings (added to the serve command)."""
-    group = parser.add_argument_group("production (Aegra on PostgreSQL + Redis)")
-    group.add_argument(
-        "--production",
-        action="store_true",
-        help="serve on Aegra: replicas sharing PostgreSQL + Redis (needs Python 3.12+)",
-    )
-    group.add_argument(
-        "--replicas", type=int, default=1, help="replicas to start here (ports PORT, PORT+1, ...)"
-    )
-    group.add_argument(
-        "--database-url",
-        default=os.environ.get("DATABASE_URL", ""),
-        metavar="POSTGRESQL_URL",
-        help="threads, runs and checkpoints (default: $DATABASE_URL; unset: a local trial "
-        "PostgreSQL kept in --data-dir)",
-    )
-    group.add_argument(
-        "--redis-url",
-        default=os.environ.get("REDIS_URL", ""),
-        metavar="REDIS_URL",
-        help="the run queue and event bus (default: $REDIS_URL; unset: a local redis-server "
-        "with a generated password)",
-    )
-    group.add_argument(
-        "--data-dir",
-        type=Path,
-        default=None,
-        help="the trial PostgreSQL and the logs (default: $FOOTNOTE_STATE_DIR/production, "
-        "else ~/.local/state/footnote/production; as root /var/lib/footnote/production)",
-    )
-    group.add_argument(
-        "--ephemeral",
-        action="store_true",
-        help="the trial PostgreSQL in a temporary folder, deleted on exit",
-    )
-    group.add_argument(
-        "--log-format",
-        choices=LOG_FORMATS,
-        default="console",
-        help="how the launcher and the replicas write their logs (stdout and <data-dir>/logs)",
-    )
-    group.add_argument(
-        "--metrics",
-        action="store_true",
-        help="Prometheus metrics at GET /metrics on each replica, for admins only (default: "
-        "off, unless $FOOTNOTE_METRICS=1); --tracing turns on LangSmith and OTEL_TARGETS",
-    )
-    group.add_argument(
-        "--python",
-        default="",
-        help="interpreter with aegra-api (default: see footnote.server.production)",
-    )
-
-
 def launcher_log(log_format: str, stream: IO[str]) -> tuple[Say, Echo]:
     """The launcher's own lines and the replicas' lines, to `stream`, one per line (JSON
     objects with `--log-format json`); thread-safe, since each replica's output has a thread."""
@@ -665,7 +608,26 @@ def launcher_log(log_format: str, stream: IO[str]) -> tuple[Say, Echo]:
     return say, echo
 
 
-def cmd_serve_production(args: argparse.Namespace) -> int:
+@dataclass(frozen=True)
+class LaunchSettings:
+    """What `footnote serve --production` was asked for (`footnote.cli.serve` reads the
+    command line into it), so the launcher does not depend on how it was asked."""
+
+    index_dir: str
+    host: str
+    port: int
+    replicas: int = 1
+    database_url: str = ""
+    redis_url: str = ""
+    python: str = ""
+    data_dir: Path | None = None
+    ephemeral: bool = False
+    metrics: bool = False
+    tracing: bool = False
+    log_format: str = "console"
+
+
+def serve_production(args: LaunchSettings) -> int:
     """Start the deployment, say where it serves, restart replicas that die, and stop it
     (draining) on SIGTERM / Ctrl-C, exiting 0."""
     import signal
@@ -687,7 +649,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
     workdir = Path(tempfile.mkdtemp(prefix="footnote-production-"))
     try:
         with running_deployment(
-            index_dir=args.index,
+            index_dir=args.index_dir,
             workdir=workdir,
             replicas=args.replicas,
             database_url=args.database_url,
@@ -710,7 +672,7 @@ def cmd_serve_production(args: argparse.Namespace) -> int:
         ) as deployment:
             for replica in deployment.replicas:
                 say("info", f"Footnote replica: {replica.url}  (log: {replica.log})")
-            say("info", f"Chat page: {deployment.replicas[0].url}/ui  (index: {args.index})")
+            say("info", f"Chat page: {deployment.replicas[0].url}/ui  (index: {args.index_dir})")
             say(
                 "info",
                 f"PostgreSQL: {redact(deployment.database_url)}  "
