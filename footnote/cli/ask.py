@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any, cast
 
 from footnote.cli.options import add_context_options, add_index_option, context_settings
@@ -227,7 +227,7 @@ ANSWER_SETTINGS = (
 """The `Context` fields `ask` and `chat` take from the command line (footnote/cli/options.py)."""
 
 
-def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "ask",
         help="answer a question from the index, with numbered citations",
@@ -244,7 +244,7 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
         help="continue this conversation (kept in the state folder, as `footnote chat`): a "
         "follow-up is read in the light of the earlier questions",
     )
-    add_answer_options(p, default_index)
+    add_answer_options(p)
     p.set_defaults(func=cmd_ask)
 
     p = sub.add_parser(
@@ -257,13 +257,13 @@ def add_commands(sub: argparse._SubParsersAction, default_index: Callable[[], st
     )
     p.add_argument("--thread", default="default", metavar="NAME", help="(default: %(default)s)")
     p.add_argument("--forget", action="store_true", help="delete the thread's history and stop")
-    add_answer_options(p, default_index)
+    add_answer_options(p)
     p.set_defaults(func=cmd_chat)
 
 
-def add_answer_options(p: argparse.ArgumentParser, default_index: Callable[[], str]) -> None:
+def add_answer_options(p: argparse.ArgumentParser) -> None:
     """What `ask` and `chat` both take: the index, the models, and the graph's settings."""
-    add_index_option(p, default_index)
+    add_index_option(p)
     add_context_options(p, ANSWER_SETTINGS)
     p.add_argument(
         "--json", action="store_true", help="print answer, citations, route and path as JSON"

@@ -50,7 +50,7 @@ def _line(entry: dict[str, Any]) -> str:
     )
 
 
-def add_command(sub: Any) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser(
         "audit",
         help="who added, removed, synced, uploaded, or changed keys, and what came of it",

@@ -41,7 +41,7 @@ import sqlite3
 import sys
 import tarfile
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
@@ -406,14 +406,14 @@ def cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     for name, func, what, help_text in (
         ("backup", cmd_backup, "dest", "write the index and its feedback store to one archive"),
         ("restore", cmd_restore, "src", "put an archive's index and feedback store back"),
     ):
         p = sub.add_parser(name, help=help_text, description=(__doc__ or "").split("\n\n")[0])
         p.add_argument(what, metavar=what.upper(), help="the archive (.tar.gz)")
-        add_index_option(p, default_index)
+        add_index_option(p)
         p.add_argument(
             "--db", default="", help="the feedback store (default: as the server finds it)"
         )

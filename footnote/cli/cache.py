@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,14 +21,14 @@ def _entries(value: str) -> int:
     return number
 
 
-def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser(
         "cache",
         help="show or prune the embedding cache kept beside an index",
         description=__doc__,
     )
     p.add_argument("action", nargs="?", choices=["show", "prune"], default="show")
-    add_index_option(p, default_index)
+    add_index_option(p)
     p.add_argument(
         "--keep",
         type=_entries,

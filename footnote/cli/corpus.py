@@ -20,9 +20,9 @@ EXAMPLES = """examples:
 """
 
 
-def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     def common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
-        add_index_option(p, default_index)
+        add_index_option(p)
         p.add_argument("--json", action="store_true", help="print the result as JSON")
         if writes:
             p.add_argument(

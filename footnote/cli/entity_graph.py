@@ -7,20 +7,19 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from typing import Any
 
 from footnote.cli.options import add_index_option
 
 
-def add_commands(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser(
         "graph",
         help="show the entity graph: entities, their documents and neighbours",
         description=__doc__,
     )
     p.add_argument("entity", nargs="?", default=None, help="an entity's name (any case)")
-    add_index_option(p, default_index)
+    add_index_option(p)
     p.add_argument(
         "--groups",
         default="",

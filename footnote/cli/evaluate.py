@@ -23,7 +23,7 @@ from footnote.evaluation.retrieval import (
     evaluate_stages,
     print_result,
 )
-from footnote.store.backends import is_postgres
+from footnote.store.backends import default_index, is_postgres
 from footnote.store.types import IndexError_
 
 
@@ -198,3 +198,7 @@ def cmd_answers(args: argparse.Namespace) -> int:
     else:
         print(markdown(result))
     return 0
+
+
+def register(sub: Any) -> None:
+    add_eval_command(sub, default_index)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     """`footnote feedback export DIR`."""
     p = sub.add_parser(
         "feedback",
@@ -60,6 +59,6 @@ def register(sub: Any, default_index: Callable[[], str]) -> None:
         help=f"the feedback store (a file or postgresql:// URL; default: ${FEEDBACK_DB_ENV}, "
         "else the server's PostgreSQL, else feedback.sqlite3 beside --index)",
     )
-    add_index_option(e, default_index)
+    add_index_option(e)
     e.add_argument("--json", action="store_true", help="print counts as JSON")
     e.set_defaults(func=cmd_export)

@@ -177,7 +177,7 @@ def _keys(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_commands(sub: Any) -> None:
+def register(sub: Any) -> None:
     """`footnote keys add|list|revoke`."""
     p = sub.add_parser(
         "keys",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
 from typing import Any
 
 from footnote.cli.options import add_index_option
@@ -30,7 +29,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_command(sub: Any, default_index: Callable[[], str]) -> None:
+def register(sub: Any) -> None:
     p = sub.add_parser(
         "mcp",
         help="serve Footnote's MCP tools over stdio (for a desktop client or an editor)",
@@ -41,7 +40,7 @@ def add_command(sub: Any, default_index: Callable[[], str]) -> None:
             "/mcp of `footnote serve`."
         ),
     )
-    add_index_option(p, default_index)
+    add_index_option(p)
     p.add_argument("--groups", default="", help="comma-separated access groups of the caller")
     p.add_argument("--admin", action="store_true", help="see every document; add the admin tools")
     p.add_argument("--model", default="", metavar="PROVIDER:MODEL", help="chat model for ask")

@@ -6,15 +6,17 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import fields
 from typing import Any
 
 INDEX_HELP = "index directory or postgresql:// URL (default: %(default)s)"
 
 
-def add_index_option(parser: argparse.ArgumentParser, default_index: Callable[[], str]) -> None:
+def add_index_option(parser: argparse.ArgumentParser) -> None:
     """--index: the index a command reads or writes ($FOOTNOTE_INDEX, else .footnote/index)."""
+    from footnote.store.backends import default_index
+
     parser.add_argument("--index", default=default_index(), help=INDEX_HELP)
 
 

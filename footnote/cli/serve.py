@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
 from pathlib import Path
 
 from footnote.cli.options import add_index_option
@@ -171,13 +170,13 @@ def _serve_production(args: argparse.Namespace) -> int:
     )
 
 
-def register(sub: argparse._SubParsersAction, default_index: Callable[[], str]) -> None:
+def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "serve",
         help="run the LangGraph server (API, chat page at /ui, Studio) for the answer graph",
         description="Start `langgraph dev` for this project, quiet and offline by default.",
     )
-    add_index_option(p, default_index)
+    add_index_option(p)
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument(
         "--port",
