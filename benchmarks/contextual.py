@@ -39,7 +39,8 @@ from footnote.evaluation.retrieval import BeirDataset, default_runners, load_bei
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.context import ContextSettings
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.pipeline import DEFAULT_MAX_SECONDS, update_index
+from footnote.ingest.options import DEFAULT_MAX_SECONDS, FileLimits, IngestOptions, RunScope
+from footnote.ingest.pipeline import update_index
 from footnote.ingest.roots import SourceRoot
 from footnote.store.embedding_cache import CACHE_FILE
 from footnote.tools.retrieval import Retriever
@@ -153,9 +154,8 @@ def ingest_variant(
     summary = update_index(
         index,
         [root],
-        documents={root.id: candidates},
-        context=VARIANTS[variant],
-        max_seconds=budget,
+        IngestOptions(context=VARIANTS[variant], limits=FileLimits(max_seconds=budget)),
+        RunScope(documents={root.id: candidates}),
     )
     seconds = time.perf_counter() - started
     if summary.failed:

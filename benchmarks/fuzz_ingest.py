@@ -79,7 +79,7 @@ def main() -> int:
                         "footnote.models.embedding_choice.load_embeddings",
                         lambda spec="": embeddings,
                     ),
-                    mock.patch("footnote.ingest.pipeline.parse_bytes", timer),
+                    mock.patch("footnote.ingest.gather.parse_bytes", timer),
                 ):
                     summary = ingest([root / "docs"], root / "index", max_seconds=args.max_seconds)
                 chunks = load_index(root / "index").chunks

@@ -124,7 +124,7 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
     """A full ingest with every step timed in place: read+hash, parse, chunk (splitting),
     tokenise (sizing counts and the model's encodings), model (ONNX run), pool (batching,
     pooling, normalising), write (publish: BM25, FAISS, checksums, files) and the rest."""
-    from footnote.ingest import chunking, pipeline
+    from footnote.ingest import chunking, gather, pipeline, run, version
     from footnote.models.embeddings import load_embeddings
 
     out: dict[str, Any] = {}
@@ -147,15 +147,15 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
         with clock.step("tokenise"):
             return tokenizer.encode_batch(texts, *args)
 
-    open_writer = pipeline.open_writer
+    open_writer = run.open_writer
 
     def timed_backend(location: Any) -> Any:
         backend = open_writer(location)
         return _Proxy(backend, publish=clock.wrap("write", backend.publish))
 
     patches = [
-        (pipeline, "parse_bytes", clock.wrap("parse", pipeline.parse_bytes)),
-        (pipeline, "open_writer", timed_backend),
+        (gather, "parse_bytes", clock.wrap("parse", gather.parse_bytes)),
+        (run, "open_writer", timed_backend),
         (chunking.Chunker, "split_document", clock.wrap("chunk", chunking.Chunker.split_document)),
         (model, "count_tokens", clock.wrap("tokenise", model.count_tokens)),
         (model, "embed_array", clock.wrap("pool", model.embed_array)),
@@ -167,7 +167,7 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
         setattr(owner, name, replacement)
     try:
         with measured(out, "ingest"), clock.step("other"):
-            summary = ingest_with_read_timed(pipeline, clock, corpus, index)
+            summary = ingest_with_read_timed(pipeline, version, clock, corpus, index)
     finally:
         for owner, name, original in saved:
             if original is None:
@@ -186,13 +186,15 @@ def phase_ingest(corpus: Path, index: Path) -> dict[str, Any]:
     return out
 
 
-def ingest_with_read_timed(pipeline: Any, clock: StepClock, corpus: Path, index: Path) -> Any:
+def ingest_with_read_timed(
+    pipeline: Any, version: Any, clock: StepClock, corpus: Path, index: Path
+) -> Any:
     """Run ingest with file reads and the per-file content hash charged to read_hash."""
     import hashlib
 
     read_bytes = Path.read_bytes
     Path.read_bytes = clock.wrap("read_hash", read_bytes)  # type: ignore[method-assign]
-    pipeline.hashlib = _Proxy(hashlib, sha256=clock.wrap("read_hash", hashlib.sha256))
+    version.hashlib = _Proxy(hashlib, sha256=clock.wrap("read_hash", hashlib.sha256))
     try:
         settings = None
         if os.environ.get("FOOTNOTE_BENCH_MERGE") == "1":
@@ -202,7 +204,7 @@ def ingest_with_read_timed(pipeline: Any, clock: StepClock, corpus: Path, index:
         return pipeline.ingest([corpus], index, settings=settings)
     finally:
         Path.read_bytes = read_bytes  # type: ignore[method-assign]
-        pipeline.hashlib = hashlib
+        version.hashlib = hashlib
 
 
 def phase_reingest(corpus: Path, index: Path) -> dict[str, Any]:

@@ -16,8 +16,11 @@ from typing import Any
 
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
-from footnote.ingest.pipeline import IngestSummary, live_state, update_index
+from footnote.ingest.options import IngestOptions, RunScope
+from footnote.ingest.pipeline import update_index
 from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
+from footnote.ingest.run import live_state
+from footnote.ingest.summary import IngestSummary
 from footnote.store.backends import open_writer
 from footnote.store.postgres import redact
 from footnote.store.types import FileRecord, IndexError_
@@ -50,7 +53,7 @@ def add(
         )
         for p in paths_or_urls
     ]
-    return update_index(index, roots, allow_private=allow_private, **options)
+    return update_index(index, roots, IngestOptions.of(allow_private=allow_private, **options))
 
 
 def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestSummary:
@@ -64,7 +67,7 @@ def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestS
             f"index {redact(str(index))} remembers no sources to rebuild from: name them, "
             "`footnote ingest --rebuild PATH... --index INDEX`"
         )
-    return update_index(index, roots, rebuild=rebuild, **options)
+    return update_index(index, roots, IngestOptions.of(rebuild=rebuild, **options))
 
 
 def remove(
@@ -100,16 +103,13 @@ def remove(
             kept_roots.append(
                 SourceRoot.from_dict({**root.to_dict(), "exclude": [*root.exclude, *extra]})
             )
-    return update_index(
-        index,
-        [],
+    scope = RunScope(
         owned=owned,
-        forget=gone_roots,
+        forget=frozenset(gone_roots),
         unread=kept_roots,
         why_deleted="removed by `footnote remove`",
-        rebuild=rebuild,
-        **options,
     )
+    return update_index(index, [], IngestOptions.of(rebuild=rebuild, **options), scope)
 
 
 def _names_root(pattern: str, root_id: str) -> bool:
@@ -240,13 +240,11 @@ def delete(
         if record.root == root_id and record.origin in wanted
     }
     if present:
-        update_index(
-            index,
-            [],
+        scope = RunScope(
             owned=lambda _source, record: record.root == root_id and record.origin in present,
             why_deleted="deleted by id (footnote.delete)",
-            **options,
         )
+        update_index(index, [], IngestOptions.of(**options), scope)
     return present == wanted
 
 
@@ -271,7 +269,8 @@ def _index_documents(
         groups.setdefault(origin, []).append(doc)
     stamp = time.time()
     candidates = [_document_candidate(root, origin, docs, stamp) for origin, docs in groups.items()]
-    return update_index(index, [root], documents={root.id: candidates}, append=append, **options)
+    scope = RunScope(documents={root.id: candidates}, append=append)
+    return update_index(index, [root], IngestOptions.of(**options), scope)
 
 
 def _document_candidate(root: SourceRoot, origin: str, docs: list[Any], stamp: float) -> Candidate:

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from footnote.ingest import pipeline, spool
+from footnote.ingest import run, spool
 from footnote.ingest.pipeline import ingest
 from footnote.store.lock import IndexLocked
 from tests.conftest import HANDBOOK
@@ -38,7 +38,7 @@ def leftovers(folder: Path) -> list[str]:
 def test_a_writer_that_cannot_start_leaves_no_folder(
     scratch: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    real = pipeline.open_writer
+    real = run.open_writer
 
     class Locked:
         def __init__(self, backend: Any) -> None:
@@ -50,7 +50,7 @@ def test_a_writer_that_cannot_start_leaves_no_folder(
         def __getattr__(self, name: str) -> Any:
             return getattr(self.backend, name)
 
-    monkeypatch.setattr(pipeline, "open_writer", lambda index: Locked(real(index)))
+    monkeypatch.setattr(run, "open_writer", lambda index: Locked(real(index)))
     with pytest.raises(IndexLocked) as caught:
         ingest([HANDBOOK], tmp_path / "index")
     assert caught.value is not None  # the traceback (and its frames) is still held here
