@@ -115,7 +115,7 @@ def collect_handbook(questions_file: Path = HANDBOOK_QUESTIONS) -> dict[str, Any
     an index of samples/handbook made in a temporary directory, each question in its scope."""
     import tempfile
 
-    from footnote.graph.tools import caller_groups
+    from footnote.graph.search_tool import caller_groups
     from footnote.ingest.pipeline import ingest
 
     spec = json.loads(questions_file.read_text(encoding="utf-8"))

@@ -27,7 +27,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from footnote.graph.tools import caller_groups  # noqa: E402
+from footnote.graph.search_tool import caller_groups  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.embeddings import load_embeddings  # noqa: E402
 from footnote.tools.documents import embedding_text_of, retrieve_candidates  # noqa: E402

@@ -16,7 +16,7 @@ from langchain_core.tools import BaseTool, ToolException, tool
 from langgraph.graph.state import CompiledStateGraph
 
 from footnote.graph.context import Context
-from footnote.graph.models import describe_failure
+from footnote.graph.model_calls import describe_failure
 from footnote.graph.state import InputState
 from footnote.models.providers import describe_unreachable
 from footnote.store.types import IndexError_

@@ -44,8 +44,8 @@ from footnote.graph import grounding, prompts
 from footnote.graph.citations import format_sources
 from footnote.graph.context import Context
 from footnote.graph.grader import has_answer_type
+from footnote.graph.search_tool import run_caller
 from footnote.graph.state import CLEAR, Finding, State
-from footnote.graph.tools import run_caller
 from footnote.store.entities import KINDS, entity_key
 from footnote.store.report_cache import ReportCache, report_key
 from footnote.store.text import keyword_tokens

@@ -31,8 +31,8 @@ from footnote.graph.nodes.hop import HopNodes
 from footnote.graph.nodes.research import ResearchNodes
 from footnote.graph.nodes.routes import route_after_grading, route_after_hop, route_after_planning
 from footnote.graph.nodes.turn import TurnNodes
+from footnote.graph.search_tool import SEARCH_CALLS, search_documents
 from footnote.graph.state import InputState, OutputState, PartState, State
-from footnote.graph.tools import SEARCH_CALLS, search_documents
 
 INTERNAL_NODES = ("call_retriever", "tools", "plan_hop")
 """Research steps whose outputs are tool traffic (tool-call messages, the tool's replies).

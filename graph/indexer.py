@@ -22,7 +22,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from footnote.graph.tools import _served_user, _user_field
+from footnote.graph.search_tool import _served_user, _user_field
 from footnote.ingest import audit, corpus
 from footnote.ingest.jobs import run_job
 from footnote.ingest.pipeline import DEFAULT_MAX_BYTES

@@ -225,7 +225,7 @@ def test_no_leaks_through_the_graph(
 
 def test_groups_come_from_context_not_tool_arguments(handbook_index: Path) -> None:
     """The tool's schema offers the model only a query: no way to name groups."""
-    from footnote.graph.tools import search_documents
+    from footnote.graph.search_tool import search_documents
 
     assert set(search_documents.tool_call_schema.model_json_schema()["properties"]) == {"query"}
     out = make_graph().invoke(

@@ -15,7 +15,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 
 from footnote.graph.context import Context
-from footnote.graph.tools import run_caller
+from footnote.graph.search_tool import run_caller
 from footnote.server.credentials import (
     ApiKeys,
     Credentials,
@@ -329,7 +329,6 @@ def test_an_embedded_host_sets_the_caller() -> None:
     """Its groups, plus `everyone` as on every other surface (issue 23)."""
     assert run_caller(Context(user_groups=["hr"], admin=False)) == (("hr", "everyone"), False)
     assert run_caller(Context(user_groups=[], admin=True)) == (("everyone",), True)
-
 
 
 def test_records_are_owned_per_issuer() -> None:

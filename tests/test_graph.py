@@ -296,6 +296,7 @@ def test_graph_shape_snapshot() -> None:
     """The turn's wiring, then each part's research (a nested graph without a checkpointer
     of its own, so the turn's drawing shows it as one node)."""
     from footnote.graph.graph import make_research_graph
+
     research = make_research_graph(None)
     mermaid = exported_graph.get_graph().draw_mermaid() + research.get_graph().draw_mermaid()
     assert mermaid == SNAPSHOT.read_text(encoding="utf-8"), (

@@ -20,7 +20,7 @@ from langgraph.checkpoint.memory import InMemorySaver
 
 from footnote.graph.context import Context
 from footnote.graph.graph import make_graph
-from footnote.graph.models import budget_kwargs, describe_failure, is_format_rejection
+from footnote.graph.model_calls import budget_kwargs, describe_failure, is_format_rejection
 from tests.conftest import RunCli
 from tests.stub_openai import (
     IGNORED_TOOLS_TEXT,
@@ -321,7 +321,7 @@ def test_stub_ignores_tools_unless_named(llama: StubOpenAI) -> None:
     """The dialect itself: what an unforced tool call turns into."""
     from langchain_openai import ChatOpenAI
 
-    from footnote.graph.tools import search_documents
+    from footnote.graph.search_tool import search_documents
 
     llama.script(SEARCH)
     model = ChatOpenAI(base_url=llama.base_url, model="stub-model", max_retries=0, timeout=5)

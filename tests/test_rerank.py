@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from langchain_core.messages import AIMessage, BaseMessage
 
-from footnote.graph import tools as graph_tools
+from footnote.graph import search_tool as graph_tools
 from footnote.graph.context import Context
 from footnote.graph.graph import make_graph
 from footnote.models.embeddings import load_embeddings

@@ -28,7 +28,7 @@ def cmd_ask(args: argparse.Namespace) -> int:
 
     from footnote.graph.context import Context
     from footnote.graph.graph import make_graph
-    from footnote.graph.models import describe_failure
+    from footnote.graph.model_calls import describe_failure
     from footnote.graph.state import InputState
     from footnote.store.types import IndexError_
 

@@ -77,6 +77,6 @@ def reranker_model(args: argparse.Namespace) -> Any:
     """The chat model `--reranker llm` asks, or None (the reranker then says what is missing)."""
     if args.reranker != "llm" or not args.model:
         return None
-    from footnote.tools.models import chat_model
+    from footnote.models.chat import chat_model
 
     return chat_model(args.model, base_url=args.base_url)

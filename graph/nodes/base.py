@@ -10,13 +10,13 @@ from langchain_core.language_models import BaseChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 
 from footnote.graph.context import Context
-from footnote.graph.models import ChatModels, Role
+from footnote.graph.model_calls import ChatModels, Role
 from footnote.graph.nodes.messages import internal_call, text_of
+from footnote.graph.search_tool import SEARCH_CALLS
 from footnote.graph.state import (
     CLEAR,
     PartState,
 )
-from footnote.graph.tools import SEARCH_CALLS
 
 
 class ModelNodes:

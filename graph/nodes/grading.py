@@ -13,17 +13,17 @@ from footnote.graph import prompts
 from footnote.graph.citations import format_sources
 from footnote.graph.context import Context
 from footnote.graph.grader import may_pass, offline_grades, reads_token_recall
-from footnote.graph.models import is_timeout
+from footnote.graph.model_calls import is_timeout
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import internal_call, trace_metadata
 from footnote.graph.nodes.schemas import grades_for
+from footnote.graph.search_tool import SEARCH_CALLS
 from footnote.graph.state import (
     CLEAR,
     GradedChunk,
     PartState,
     Round,
 )
-from footnote.graph.tools import SEARCH_CALLS
 from footnote.tools.documents import Candidate, with_token_recall
 
 

@@ -15,10 +15,10 @@ from footnote.graph.context import Context
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import internal_call, trace_metadata
 from footnote.graph.nodes.research import search_call, usable_query
+from footnote.graph.search_tool import run_caller, search_documents
 from footnote.graph.state import (
     PartState,
 )
-from footnote.graph.tools import run_caller, search_documents
 from footnote.store.types import Caller
 from footnote.tools.retrieval import get_retriever
 

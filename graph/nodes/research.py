@@ -14,11 +14,11 @@ from footnote.graph import offline, prompts
 from footnote.graph.context import Context
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import internal_call, trace_metadata
+from footnote.graph.search_tool import search_documents
 from footnote.graph.state import (
     CLEAR,
     PartState,
 )
-from footnote.graph.tools import search_documents
 from footnote.tools.web import WebSearchError, search_web, web_search_available
 
 

@@ -14,7 +14,7 @@ from langgraph.runtime import Runtime
 
 from footnote.graph import global_route, planner, prompts
 from footnote.graph.context import Context
-from footnote.graph.models import is_timeout
+from footnote.graph.model_calls import is_timeout
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import (
     conversation_text,

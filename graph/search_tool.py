@@ -22,8 +22,8 @@ from langgraph.prebuilt import InjectedState
 from langgraph.types import Command
 
 from footnote.graph.context import Context
+from footnote.models.chat import chat_model
 from footnote.store.types import caller_groups
-from footnote.tools.models import chat_model
 from footnote.tools.retriever import CandidateSearch
 from footnote.tools.search import SearchRequest
 
