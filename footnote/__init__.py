@@ -32,7 +32,7 @@ _EXPORTS = {
     "make_graph": "footnote.graph.graph",
     "Context": "footnote.graph.context",
     "answer_tool": "footnote.graph.agent_tool",
-    "FootnoteRetriever": "footnote.tools.retriever",
+    "FootnoteRetriever": "footnote.tools.langchain_retriever",
     "Filters": "footnote.tools.search",
     "MiniLMEmbeddings": "footnote.models.embeddings",
     "add_documents": "footnote.ingest.corpus",
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
     from footnote.graph.graph import make_graph
     from footnote.ingest.corpus import add_documents, delete, replace_documents
     from footnote.models.embeddings import MiniLMEmbeddings
-    from footnote.tools.retriever import FootnoteRetriever
+    from footnote.tools.langchain_retriever import FootnoteRetriever
     from footnote.tools.search import Filters
 
 

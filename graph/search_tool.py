@@ -24,7 +24,7 @@ from langgraph.types import Command
 from footnote.graph.context import Context
 from footnote.models.chat import chat_model
 from footnote.store.types import caller_groups
-from footnote.tools.retriever import CandidateSearch
+from footnote.tools.langchain_retriever import CandidateSearch
 from footnote.tools.search import SearchRequest
 
 SEARCH_CALLS = "search_calls"

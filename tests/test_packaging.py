@@ -98,7 +98,12 @@ def test_wheel_installs_only_the_footnote_package(wheel: Path) -> None:
         name.split("/")[0] for name in names if not name.split("/")[0].endswith(".dist-info")
     }
     assert top_level == {"footnote"}
-    for module in ("graph/graph.py", "tools/retriever.py", "ingest/pipeline.py", "store/base.py"):
+    for module in (
+        "graph/graph.py",
+        "tools/langchain_retriever.py",
+        "ingest/pipeline.py",
+        "store/base.py",
+    ):
         assert f"footnote/{module}" in names, module
     assert "footnote/models/data/minilm_tokenizer.json" in names
     assert "footnote/graph/grader.json" in names, "the calibrated grader ships with the package"

@@ -16,7 +16,7 @@ from footnote.graph.context import Context
 from footnote.graph.graph import make_graph
 from footnote.models.embeddings import load_embeddings
 from footnote.store.types import Caller
-from footnote.tools import retriever as retriever_module
+from footnote.tools import langchain_retriever as retriever_module
 from footnote.tools.documents import retrieve_candidates
 from footnote.tools.rerank import RerankerError, check_reranker, make_reranker
 from footnote.tools.retrieval import get_retriever
