@@ -134,3 +134,16 @@ def test_an_access_line_in_the_first_lines_never_leaves_a_document_public(
         assert doc.access is not None, (text, doc.access_problem)
         assert set(doc.access) <= {"hr", "finance"}, (text, doc.access)
         assert bool(doc.access) != bool(doc.access_problem), (text, doc.access_problem)
+
+
+@pytest.mark.parametrize(
+    "line", ['"access":[hr]', "'access': [hr]", '"access" : [hr]', "`access`: hr"]
+)
+def test_a_quoted_access_key_is_never_read_as_another_field(tmp_path: Path, line: str) -> None:
+    """`"access":[hr]` is YAML for the key access; PyYAML refuses it, and the plain
+    `key: value` reading kept the quotes, so access was a field named '"access"' and the
+    document public (found by the property test above). Read as hr's or admins-only."""
+    path = tmp_path / "doc.md"
+    path.write_text(f"---\n{line}\n---\n# Pay\nzanzibar\n", encoding="utf-8")
+    document = parse_file(path, "doc.md")
+    assert document.access in (["hr"], []), (line, document.access)

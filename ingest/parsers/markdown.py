@@ -451,6 +451,10 @@ def _unquote(value: str) -> str:
     return value
 
 
+_ACCESS_WORD = re.compile(r"(?<![\w-])access(?![\w-])")
+"""`access` as a word of a key (not `access_notes` or `access-log`)."""
+
+
 def _access_problem(fields: dict[str, Any]) -> str | None:
     """Why `access` cannot be trusted, or None when it is absent or a clean list of groups."""
     for key in fields:
@@ -460,6 +464,11 @@ def _access_problem(fields: dict[str, Any]) -> str | None:
             return f"the access key is written {str(key)!r}; write it `access`"
         if _skeleton(str(key)).strip() == "access":
             return f"the access key {str(key)!r} holds hidden or look-alike characters"
+        if _ACCESS_WORD.search(_skeleton(str(key))):
+            # `"access":[hr]` or `- "access":[hr]`, which a YAML reader may take for the key
+            # access but PyYAML cannot read, reach here through the plain `key: value`
+            # reading with their quotes and dashes on: never read as some other field
+            return f"the key {str(key)[:40]!r} names access; write it `access`"
     if "access" not in fields:
         return None
     value = fields["access"]
