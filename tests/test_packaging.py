@@ -105,6 +105,15 @@ def test_wheel_installs_only_the_footnote_package(wheel: Path) -> None:
         "store/base.py",
     ):
         assert f"footnote/{module}" in names, module
+    shipped = {name for name in names if name.endswith(".py")}
+    missing = sorted(
+        f"footnote/{path.relative_to(REPO).as_posix()}".replace("footnote/footnote/", "footnote/")
+        for folder in ("footnote", "graph", "tools", "ingest", "models", "store")
+        for path in (REPO / folder).rglob("*.py")
+        if "__pycache__" not in path.parts
+    )
+    missing = [name for name in missing if name not in shipped]
+    assert missing == [], f"modules the wheel leaves out (pyproject's packages): {missing}"
     assert "footnote/models/data/minilm_tokenizer.json" in names
     assert "footnote/graph/grader.json" in names, "the calibrated grader ships with the package"
     assert "footnote/py.typed" in names, "type checkers read the annotations in host projects"
