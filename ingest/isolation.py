@@ -53,19 +53,32 @@ def reply_limit(size: int) -> int:
     return min(MAX_REPLY_BYTES, REPLY_FLOOR + REPLY_RATIO * size)
 
 
+def _worker_environment() -> dict[str, str]:
+    """The environment a worker starts with: this process's now (PATH finds Tesseract, the
+    OCR and parse settings), marked as a worker."""
+    return {**os.environ, WORKER_ENV: "1", "OMP_NUM_THREADS": "1"}
+
+
 class _Worker:
-    def __init__(self, memory_mb: int) -> None:
+    def __init__(self, memory_mb: int, environment: dict[str, str]) -> None:
         self.memory_mb = memory_mb
+        self.environment = environment
         self.process = subprocess.Popen(
             [sys.executable, "-m", "footnote.ingest.isolation_worker", str(memory_mb)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,
-            env={**os.environ, WORKER_ENV: "1", "OMP_NUM_THREADS": "1"},
+            env=environment,
         )
 
-    def usable(self, memory_mb: int) -> bool:
-        return self.process.poll() is None and self.memory_mb == memory_mb
+    def usable(self, memory_mb: int, environment: dict[str, str]) -> bool:
+        """Alive, with this cap, and started with this environment: a host that changes
+        PATH or a parse setting between files gets a worker that sees the change."""
+        return (
+            self.process.poll() is None
+            and self.memory_mb == memory_mb
+            and self.environment == environment
+        )
 
     def kill(self) -> None:
         self.process.kill()
@@ -95,15 +108,17 @@ def _memory_mb() -> int:
 
 
 def _take(memory_mb: int) -> _Worker:
-    """An idle worker with this cap, else a new one; dead or differently capped ones go."""
+    """An idle worker with this cap and environment, else a new one; dead or different
+    ones go."""
+    environment = _worker_environment()
     with _lock:
         while _idle:
             worker = _idle.pop()
-            if worker.usable(memory_mb):
+            if worker.usable(memory_mb, environment):
                 return worker
             _started.remove(worker)
             worker.kill()
-        worker = _Worker(memory_mb)
+        worker = _Worker(memory_mb, environment)
         _started.append(worker)
         return worker
 
