@@ -34,6 +34,21 @@ def require_tesseract() -> None:
     pytest.skip(message)
 
 
+def tesseract_found_at(where: str | None) -> Callable[..., str | None]:
+    """A `shutil.which` that answers `where` for Tesseract and the truth for anything else.
+
+    `shutil.which` is one function for the whole process: pypdf reads it for `jbig2dec`
+    when it first opens a PDF and refuses every later PDF if the answer changes, so a
+    stand-in that lied about every program made the rest of a test run unable to read PDFs.
+    """
+    real = shutil.which
+
+    def which(name: str, *args: object, **kwargs: object) -> str | None:
+        return where if name == "tesseract" else real(name)
+
+    return which
+
+
 def make_csv(path: Path) -> None:
     with path.open("w", newline="", encoding="utf-8") as handle:
         writer = csv.writer(handle)

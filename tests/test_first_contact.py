@@ -21,7 +21,7 @@ import pytest
 from footnote.cli.main import main
 from footnote.ingest.documents import ParseError
 from footnote.ingest.parsers import parse_file
-from tests.format_files import make_scanned_pdf
+from tests.format_files import make_scanned_pdf, tesseract_found_at
 
 REPO = Path(__file__).resolve().parents[1]
 FOOTNOTE = Path(sys.executable).parent / "footnote"
@@ -172,12 +172,12 @@ def test_a_scanned_pdf_without_pillow_says_how_to_install_ocr(
     import footnote.ingest.parsers.ocr as ocr
 
     make_scanned_pdf(tmp_path / "scan.pdf")
-    monkeypatch.setattr(ocr.shutil, "which", lambda name: "/usr/bin/tesseract")
+    monkeypatch.setattr(ocr.shutil, "which", tesseract_found_at("/usr/bin/tesseract"))
     for module in [name for name in sys.modules if name == "PIL" or name.startswith("PIL.")]:
         monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(ParseError, match=r"scanned PDF.*install Pillow: pip install 'Pillow>="):
         parse_file(tmp_path / "scan.pdf", "scan.pdf")
-    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ocr.shutil, "which", tesseract_found_at(None))
     with pytest.raises(ParseError, match=r"apt-get install tesseract-ocr\) and install Pillow"):
         parse_file(tmp_path / "scan.pdf", "scan.pdf")
 

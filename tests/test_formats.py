@@ -42,6 +42,7 @@ from tests.format_files import (
     make_xlsx,
     message,
     require_tesseract,
+    tesseract_found_at,
     text_image,
 )
 from tests.hostile_files import minimal_pdf
@@ -393,7 +394,7 @@ def test_without_tesseract_the_reason_says_what_to_install(
 ) -> None:
     import footnote.ingest.parsers.ocr as ocr
 
-    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ocr.shutil, "which", tesseract_found_at(None))
     make_png(tmp_path / "sign.png")
     quickly(tmp_path / "sign.png", "sign.png", "apt-get install tesseract-ocr")
     make_scanned_pdf(tmp_path / "scan.pdf")
@@ -563,7 +564,7 @@ def test_without_tesseract_ingest_skips_images_with_the_hint(
     """Screenshots beside the docs are no failure of the run where OCR is not installed."""
     import footnote.ingest.parsers.ocr as ocr
 
-    monkeypatch.setattr(ocr.shutil, "which", lambda name: None)
+    monkeypatch.setattr(ocr.shutil, "which", tesseract_found_at(None))
     folder = tmp_path / "docs"
     folder.mkdir()
     make_png(folder / "screenshot.png")

@@ -20,7 +20,6 @@ import pytest
 from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
-from footnote.ingest import audit
 from footnote.ingest.pipeline import ingest
 from footnote.server.langgraph_dev import ServerFailed, running_server
 from tests.conftest import HANDBOOK
@@ -50,7 +49,13 @@ def indexer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Indexer]:
     team = api_key_team(root)
     uploads = root / "uploads"
     # the operator lets admins add what lies in this test's folder (the index there is not)
-    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads), "FOOTNOTE_SOURCE_ROOTS": str(root)}
+    env = {
+        **team.env,
+        "FOOTNOTE_UPLOAD_DIR": str(uploads),
+        "FOOTNOTE_SOURCE_ROOTS": str(root),
+        # this deployment's own audit log: the session's state folder holds other tests'
+        "FOOTNOTE_AUDIT_LOG": str(root / "audit.jsonl"),
+    }
     try:
         with running_server(index_dir=str(index), log=root / "server.log", extra_env=env) as server:
             clients = {u: get_sync_client(url=server.url, headers=team.headers(u)) for u in USERS}
@@ -126,7 +131,8 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(indexer: I
     status, _ = refusal(lambda: run(alice, "indexer", action="sync"))
     assert status == 403
     assert_audited(indexer.url, indexer.team, upload="audited.md")
-    log = audit.audit_location()  # the server was handed this one (server_environment)
+    log = indexer.root / "audit.jsonl"  # the deployment's one log, as its operator named it
+    assert log.is_file()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 

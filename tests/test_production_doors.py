@@ -83,7 +83,13 @@ def deploy(
     root: Path, index: Path, team: Team, **options: Any
 ) -> Iterator[tuple[Deployment, Path]]:
     uploads = root / "uploads"
-    env = {**team.env, "FOOTNOTE_UPLOAD_DIR": str(uploads), **options.pop("extra_env", {})}
+    env = {
+        **team.env,
+        "FOOTNOTE_UPLOAD_DIR": str(uploads),
+        # this deployment's own audit log: the session's state folder holds other tests'
+        "FOOTNOTE_AUDIT_LOG": str(root / "audit.jsonl"),
+        **options.pop("extra_env", {}),
+    }
     try:
         with running_deployment(
             index_dir=str(index),
@@ -373,7 +379,7 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
     """As on the dev runtime (tests/test_indexer_served.py): an admin's upload and sync are
     recorded under the admin's authenticated identity, a user's refused sync as refused;
     only an admin reads GET /audit; the log is mode 600, the deployment's one log."""
-    deployment, _ = doors
+    deployment, uploads = doors
     url = url_of(deployment)
     root = get_sync_client(url=url, headers=team.headers("root"))
     note = base64.b64encode(b"# Audited\n\nThe audited numbat memo.\n").decode()
@@ -390,7 +396,7 @@ def test_the_audit_log_names_who_changed_what_and_only_admins_read_it(
     )
     assert refused.status_code == 403, refused.text
     assert_audited(url, team, upload="audited.md")
-    log = audit.audit_location()
+    log = uploads.parent / "audit.jsonl"  # the deployment's one log, as deploy() names it
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 
@@ -471,8 +477,7 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
     module.parent.mkdir()
     module.write_text(OPEN_AUTH, encoding="utf-8")
     path = os.pathsep.join(filter(None, [str(module.parent), os.environ.get("PYTHONPATH")]))
-    log = audit.audit_location()
-    before = len(audit.read(log, limit=1_000_000)[0])
+    log = tmp_path / "audit.jsonl"  # deploy() gives the deployment its own
     for deployment, uploads in deploy(
         tmp_path,
         served_index,
@@ -484,7 +489,7 @@ def test_the_graph_factories_refuse_what_no_handler_checked(
             deployment, team, other_index, uploads, tmp_path, expect_refusal=refused
         )
     # No handler ran here: the indexer's factory recorded each refused run itself.
-    recorded = audit.read(log, limit=1_000_000)[0][before:]
+    recorded = audit.read(log, limit=1_000_000)[0]
     assert recorded and {(r["who"], r["result"]) for r in recorded} == {("api_key:root", "refused")}
 
 

@@ -6,6 +6,7 @@ A page with no text layer (a scan) is read by OCR when Tesseract and Pillow are 
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,11 +23,25 @@ MAX_PAGE_IMAGES = 20
 """Images OCR reads on one scanned page; a page of hundreds of tiles is no scan."""
 
 
-def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
-    from pypdf import PdfReader  # imported here: only PDF ingest pays for it
+def _reader(data: bytes) -> Any:
+    """A `PdfReader` over `data`, with pypdf's legacy module-level settings ignored.
 
+    pypdf compares its deprecated module constants with its configuration on every reader
+    and raises when they differ; `JBIG2DEC_BINARY` is `shutil.which("jbig2dec")` taken when
+    `pypdf.filters` is first imported, so a process whose PATH changed since (a host, or a
+    test hiding a program) could read no PDF at all. Footnote sets none of those constants.
+    """
+    import pypdf  # imported here: only PDF ingest pays for it
+
+    apply = getattr(pypdf, "apply_configuration", None)  # releases before it had no check
+    settings = apply(disable_legacy_handling=True) if apply else contextlib.nullcontext()
+    with settings:
+        return pypdf.PdfReader(io.BytesIO(data))
+
+
+def parse(data: bytes, path: Path, source: str) -> ParsedDocument:
     try:
-        reader = PdfReader(io.BytesIO(data))
+        reader = _reader(data)
         encrypted = reader.is_encrypted
     except Exception as exc:  # pypdf raises many types on malformed input
         raise ParseError(f"corrupt PDF: {_reason(exc)}") from exc
