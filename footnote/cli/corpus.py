@@ -21,53 +21,65 @@ EXAMPLES = """examples:
 
 
 def register(sub: Any) -> None:
-    def common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
-        add_index_option(p)
-        p.add_argument("--json", action="store_true", help="print the result as JSON")
-        if writes:
-            p.add_argument(
-                "--embeddings",
-                default="",
-                metavar="PROVIDER:MODEL",
-                help="must match the index; empty = offline MiniLM",
-            )
-            p.add_argument(
-                "--max-bytes", type=int, default=20_000_000, help="per document: refuse larger ones"
-            )
-            p.add_argument(
-                "--max-chunks",
-                type=int,
-                default=20_000,
-                help="per document: refuse ones giving more chunks",
-            )
-            p.add_argument(
-                "--max-seconds",
-                type=float,
-                default=300.0,
-                help="per document: parse, chunk and embed within this (0: no limit)",
-            )
-            p.add_argument(
-                "--allow-private",
-                action="store_true",
-                help="let URL sources reach loopback, private and link-local addresses "
-                "(remembered with a source `add` adds; `sources` shows it)",
-            )
-            p.add_argument("--quiet", action="store_true", help="no progress output")
-            p.add_argument(
-                "--rebuild",
-                action="store_true",
-                help="re-read and re-embed every remembered source, reusing nothing of the "
-                "live version (the way back from a damaged index, which is otherwise refused)",
-            )
+    """`footnote add`, `remove`, `sources` and `sync`."""
+    _register_add(sub)
+    _register_remove(sub)
+    _register_sources(sub)
+    _register_sync(sub)
 
-    fmt = argparse.RawDescriptionHelpFormatter
+
+_FORMAT = argparse.RawDescriptionHelpFormatter
+
+
+def _common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
+    """The options every corpus command takes; `writes`: also those of commands that ingest."""
+    add_index_option(p)
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    if writes:
+        p.add_argument(
+            "--embeddings",
+            default="",
+            metavar="PROVIDER:MODEL",
+            help="must match the index; empty = offline MiniLM",
+        )
+        p.add_argument(
+            "--max-bytes", type=int, default=20_000_000, help="per document: refuse larger ones"
+        )
+        p.add_argument(
+            "--max-chunks",
+            type=int,
+            default=20_000,
+            help="per document: refuse ones giving more chunks",
+        )
+        p.add_argument(
+            "--max-seconds",
+            type=float,
+            default=300.0,
+            help="per document: parse, chunk and embed within this (0: no limit)",
+        )
+        p.add_argument(
+            "--allow-private",
+            action="store_true",
+            help="let URL sources reach loopback, private and link-local addresses "
+            "(remembered with a source `add` adds; `sources` shows it)",
+        )
+        p.add_argument("--quiet", action="store_true", help="no progress output")
+        p.add_argument(
+            "--rebuild",
+            action="store_true",
+            help="re-read and re-embed every remembered source, reusing nothing of the "
+            "live version (the way back from a damaged index, which is otherwise refused)",
+        )
+
+
+def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add",
         help="add or update sources (folders, files, URLs, sites) and index what they give",
         description="Add these sources to the index, or update how they are read, and index "
         "what they give. Documents of other sources are never touched.",
         epilog=EXAMPLES,
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
     p.add_argument("paths", nargs="+", metavar="PATH_OR_URL")
     p.add_argument(
@@ -103,9 +115,11 @@ def register(sub: Any) -> None:
     p.add_argument("--max-depth", type=int, default=3, help="crawl: link depth (default 3)")
     p.add_argument("--max-pages", type=int, default=100, help="crawl: pages (default 100)")
     p.add_argument("--any-host", action="store_true", help="crawl: follow links to other hosts")
-    common(p)
+    _common(p)
     p.set_defaults(func=cmd_add)
 
+
+def _register_remove(sub: Any) -> None:
     p = sub.add_parser(
         "remove",
         help="remove documents (by name or glob) or whole sources from the index",
@@ -114,34 +128,38 @@ def register(sub: Any) -> None:
         "removed from a folder that stays is excluded from later syncs. Exit status 1 when "
         "a SOURCE_OR_GLOB matched nothing (it is named; the others are still removed).",
         epilog=EXAMPLES,
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
     p.add_argument("patterns", nargs="+", metavar="SOURCE_OR_GLOB")
-    common(p)
+    _common(p)
     p.set_defaults(func=cmd_remove)
 
+
+def _register_sources(sub: Any) -> None:
     p = sub.add_parser(
         "sources",
         help="list the index's sources and documents",
         description="List each source (how it was added) and each document with chunks, "
         "size, last ingested, access, and any failure with its reason.",
         epilog=EXAMPLES,
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
-    common(p, writes=False)
+    _common(p, writes=False)
     p.set_defaults(func=cmd_sources)
 
+
+def _register_sync(sub: Any) -> None:
     p = sub.add_parser(
         "sync",
         help="read every remembered source again and bring the index in step",
         description="New documents added, changed ones updated, those gone from a source "
         "removed; nothing outside the sources touched. --watch keeps doing it as files change.",
         epilog=EXAMPLES,
-        formatter_class=fmt,
+        formatter_class=_FORMAT,
     )
     p.add_argument("--watch", action="store_true", help="sync again whenever a source changes")
     p.add_argument("--debounce", type=float, default=0.5, help="--watch: wait this long (s)")
-    common(p)
+    _common(p)
     p.set_defaults(func=cmd_sync)
 
 
