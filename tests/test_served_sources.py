@@ -313,3 +313,16 @@ async def _mcp_add_sources(served: Served, paths: list[str]) -> list[str]:
         ]
         structured(await session.call_tool("list_sources", {}))
         return texts
+
+
+def test_a_caller_cannot_name_the_source_folders() -> None:
+    """The folders come from the operator's environment only: a served run that names them
+    (or the upload folder) is refused by the run handler's rule, which the graph factory
+    applies again where the run executes."""
+    from footnote.server.aegra_auth import enforce_corpus_settings
+    from footnote.server.settings import ContextRefused
+
+    admin = {"identity": "root", "groups": [], "admin": True}
+    for field in ("source_roots", "upload_dir"):
+        with pytest.raises(ContextRefused, match="set by the server's operator"):
+            enforce_corpus_settings("indexer", admin, {field: ["/"]})
