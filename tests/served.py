@@ -12,8 +12,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx
 import jwt
 from cryptography.hazmat.primitives.asymmetric import rsa
+from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.server.credentials import write_api_keys
 
@@ -63,6 +65,29 @@ The emergency password is kept in a red envelope in the CTO's office safe.
 }
 """Restricted documents beside the handbook; vault.md's access data is malformed, so only an
 admin may see it."""
+
+
+SERVER_KEEP_ALIVE_S = 5
+"""How long the served runtimes' uvicorn keeps an idle connection open (its default)."""
+
+
+def sdk_client(url: str, headers: dict[str, str]) -> SyncLangGraphClient:
+    """The SDK's synchronous client, dropping idle connections well before the server does.
+
+    `get_sync_client` leaves httpx's keep-alive expiry at 5 s, the same as the server's, so a
+    request sent on a connection idle for just under 5 s can cross the server's close and
+    fail with "Server disconnected without sending a response" (seen once in 1,000 probes).
+    That race is the client's to avoid; the checks here are about what a caller sees.
+    """
+    return SyncLangGraphClient(
+        httpx.Client(
+            base_url=url,
+            transport=httpx.HTTPTransport(retries=5),
+            limits=httpx.Limits(keepalive_expiry=SERVER_KEEP_ALIVE_S / 5),
+            timeout=httpx.Timeout(connect=5, read=300, write=300, pool=5),
+            headers=headers,
+        )
+    )
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,6 @@ from hypothesis import strategies as st
 from langchain_core.messages import AnyMessage
 from langgraph.graph import START, StateGraph, add_messages
 from langgraph.pregel.remote import RemoteGraph
-from langgraph_sdk import get_sync_client
 from langgraph_sdk.client import SyncLangGraphClient
 
 from footnote.ingest.pipeline import ingest
@@ -43,6 +42,7 @@ from tests.served import (
     jwt_team,
     leaked,
     may_see,
+    sdk_client,
     sign,
 )
 
@@ -95,7 +95,7 @@ def serve(
         ) as running:
             server = running.replicas[0] if isinstance(running, Deployment) else running
             clients = {
-                user: get_sync_client(url=server.url, headers=team.headers(user)) for user in USERS
+                user: sdk_client(url=server.url, headers=team.headers(user)) for user in USERS
             }
             yield Served(server, team, clients, index, trap)
     except (ServerFailed, ProductionError) as exc:
@@ -433,7 +433,7 @@ def demoted(served: Served, user: str) -> SyncLangGraphClient:
     """`user` with no groups any more: a key file edited by the operator, or a new token."""
     if served.team.method == "jwt":
         token = sign(served.team, sub=user, groups=[])
-        return get_sync_client(url=served.server.url, headers={"Authorization": f"Bearer {token}"})
+        return sdk_client(url=served.server.url, headers={"Authorization": f"Bearer {token}"})
     path: Path = served.team.extra["path"]
     entries = json.loads(path.read_text())
     entries[hash_key(served.team.secrets[user])]["groups"] = []
@@ -497,7 +497,7 @@ def test_the_key_file_is_reread_when_it_changes(key_file_server: Served) -> None
     try:
         fresh = write_api_keys(path.with_name("next.json"), {"erin": {"groups": ["finance"]}})
         os.replace(path.with_name("next.json"), path)
-        erin = get_sync_client(
+        erin = sdk_client(
             url=key_file_server.server.url, headers={"Authorization": f"Bearer {fresh['erin']}"}
         )
 
@@ -641,7 +641,7 @@ class Prober:
 
     def __init__(self, served: Served) -> None:
         self.served = served
-        self.intruder = get_sync_client(
+        self.intruder = sdk_client(
             url=served.server.url, headers={"Authorization": "Bearer fn_made_up_key"}
         )
         self.last_thread: dict[str, str] = {}
