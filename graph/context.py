@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -353,3 +354,47 @@ def _check_type(name: str, value: Any, kind: type) -> None:
         raise ContextError(
             f"context field {name!r} must be {words}, not {value!r} ({type(value).__name__})"
         )
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One `Context` field as `footnote settings` and docs/settings.md show it: the text is the
+    field's own description, so Studio's form, the command line and the docs cannot drift."""
+
+    name: str
+    kind: str
+    default: str
+    allowed: str
+    description: str
+
+
+_DEFAULT_WORDS = {
+    "index_dir": "$FOOTNOTE_INDEX, else .footnote/index",
+    "system_prompt": "the built-in answer prompt (graph/prompts.py)",
+}
+"""Defaults that depend on the environment or are too long for one line."""
+
+
+def settings_reference() -> list[Setting]:
+    """Every `Context` field in declaration order, with its JSON type, default and range."""
+    ranges = {name: (low, high) for name, low, high in _RANGES}
+    settings = []
+    for f in fields(Context):
+        kind = _FIELD_TYPES.get(f.name, str)
+        if f.name in _DEFAULT_WORDS:
+            default = _DEFAULT_WORDS[f.name]
+        else:
+            value = f.default_factory() if callable(f.default_factory) else f.default
+            default = json.dumps(value)
+        low, high = ranges.get(f.name, (None, None))
+        allowed = "" if low is None else f"{low} to {high}" if high is not None else f">= {low}"
+        settings.append(
+            Setting(
+                name=f.name,
+                kind=_FIELD_WORDS.get(f.name, _TYPE_WORDS[kind]),
+                default=default,
+                allowed=allowed,
+                description=f.metadata["description"],
+            )
+        )
+    return settings

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Callable
 from types import ModuleType
 
@@ -21,6 +22,7 @@ from footnote.cli import (
     mcp,
     search,
     serve,
+    settings,
 )
 from footnote.cli.conventions import finish, report
 
@@ -40,6 +42,7 @@ COMMANDS: tuple[ModuleType, ...] = (
     ingest,
     search,
     ask,  # and chat
+    settings,
     serve,
     corpus,  # sources, sync, remove, ...
     cache,
@@ -71,16 +74,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)  # prints --help itself
+    except BrokenPipeError:
+        return _reader_left()
     handler: Callable[[argparse.Namespace], int] = args.func
-    if args.debug:
-        return handler(args)
     try:
         return handler(args)
+    except BrokenPipeError:
+        return _reader_left()
     except KeyboardInterrupt:
         return 130
-    except Exception as exc:  # one line, not a traceback: see footnote/cli/conventions.py
-        return report(exc)
+    except Exception as exc:
+        if args.debug:
+            raise
+        return report(exc)  # one line, not a traceback: see footnote/cli/conventions.py
+
+
+def _reader_left() -> int:
+    """The reader of our output went away (`footnote settings | head`): stop quietly, as
+    `git log | head` does, instead of reporting the closed pipe as a failure. What is still
+    buffered goes to /dev/null, so the interpreter's own flush at exit cannot fail again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141  # 128 + SIGPIPE, the status a shell reports for a reader that left
 
 
 if __name__ == "__main__":
