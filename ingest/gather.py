@@ -242,6 +242,17 @@ class RootPlan:
             reread=reread,
         )
 
+    def record_checkpoints(self, checkpoints: dict[str, dict[str, Any]]) -> None:
+        """Note each connector source's new checkpoint in the sources the version records,
+        so it is published with what it read (and not at all if the run publishes nothing).
+        One whose commit did not move keeps its record as it was: a sync that found nothing
+        new publishes nothing."""
+        for source in self.sources:
+            new = checkpoints.get(source["id"])
+            old = source.get("checkpoint") or {}
+            if new is not None and new.get("cursor") != old.get("cursor"):
+                source["checkpoint"] = new
+
 
 def gather_candidates(
     roots: list[SourceRoot],
@@ -249,10 +260,12 @@ def gather_candidates(
     summary: IngestSummary,
     options: IngestOptions,
     scope: RunScope,
+    reread: frozenset[str] = frozenset(),
 ) -> tuple[list[Candidate], set[str]]:
     """Every document the roots give now, and the ids of the roots read in full: only those
     may lose documents they no longer give. A root that cannot be read keeps its documents,
-    and so do documents handed in from Python, which cannot be read again."""
+    and so do documents handed in from Python, which cannot be read again. A connector root
+    in `reread` (its access or globs changed) is read in full, not from its checkpoint."""
     candidates: list[Candidate] = []
     read_in_full: set[str] = set()
     boundary = [Path(r.id) for r in roots if r.kind in ("folder", "file")]
@@ -261,6 +274,8 @@ def gather_candidates(
             got = _file_root_candidates(root, boundary, summary, options.limits.max_bytes)
         elif root.kind in ("url", "site"):
             got = _page_candidates(root, previous, summary, options)
+        elif root.kind == "git":
+            got = _connector_candidates(root, previous, summary, options, reread)
         elif scope.documents and root.id in scope.documents:
             got = scope.documents[root.id]
             if scope.append:  # not a full re-read: the root's other documents stay
@@ -292,6 +307,28 @@ def _file_root_candidates(
     if root.id in summary.failed or (len(summary.failed) > failed_before and not found):
         return None
     return file_candidates(root, found, max_bytes)
+
+
+def _connector_candidates(
+    root: SourceRoot,
+    previous: PreviousState | None,
+    summary: IngestSummary,
+    options: IngestOptions,
+    reread: frozenset[str],
+) -> list[Candidate] | None:
+    """A connector root's documents (a git repository's files), only what changed since its
+    checkpoint read; None when the source cannot be read."""
+    from footnote.ingest.connectors.candidates import connector_candidates
+
+    allow_private = options.allow_private
+    return connector_candidates(
+        root,
+        previous,
+        summary,
+        max_bytes=options.limits.max_bytes,
+        allow_private=root.allow_private if allow_private is None else allow_private,
+        reread=root.id in reread,
+    )
 
 
 def _page_candidates(

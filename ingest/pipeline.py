@@ -83,8 +83,9 @@ def update_index(
         previous = settings.reusable(run.live, run.location, options.rebuild)
         plan = RootPlan.make(roots, read_roots(run.kept), previous, scope)
         candidates, read_in_full = gather_candidates(
-            plan.roots, previous, run.summary, options, scope
+            plan.roots, previous, run.summary, options, scope, frozenset(plan.reread)
         )
+        plan.record_checkpoints(run.summary.checkpoints)
         version = NewVersion(previous, run.summary, plan.reread, options.limits.max_bytes)
         queue = EmbedQueue(run, settings.dense_context, options.progress, version)
         chunker = DocumentChunker(run.model, settings, options.limits, version, queue)

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["folder", "file", "url", "site", "documents"]
+Kind = Literal["folder", "file", "url", "site", "documents", "git"]
 
 
 @dataclass(kw_only=True)
@@ -22,7 +22,8 @@ class SourceRoot:
     """One root and the settings it was added with."""
 
     id: str
-    """Absolute path, URL, or `documents:NAME` for documents handed in from Python."""
+    """Absolute path, URL, `documents:NAME` for documents handed in from Python, or a
+    connector's source (`git+file:///srv/repo`, `git+https://host/repo.git`)."""
     kind: Kind
     label: str
     """Readable prefix for its documents' names when another root already gives a name."""
@@ -35,9 +36,13 @@ class SourceRoot:
     crawl: dict[str, Any] = field(default_factory=dict)
     """For a site: max_depth, max_pages, same_host, sitemap, max_bytes, timeout."""
     allow_private: bool = False
-    """A URL or site added with `--allow-private`: it may reach loopback, private and
+    """A URL, site or clone URL added with `--allow-private`: it may reach loopback, private and
     link-local addresses, on every later `sync` too (a run can still decide otherwise)."""
     added_at: str = ""
+    checkpoint: dict[str, Any] = field(default_factory=dict)
+    """A connector's position when the index last published what it gave (its commit):
+    the next sync reads what changed since. Published with the chunks, so a sync killed
+    before its publish resumes from here."""
 
     def selected(self, relative: str) -> bool:
         """Whether the root's include/exclude globs keep this relative path."""
@@ -62,6 +67,13 @@ def is_url(value: str) -> bool:
     return value.startswith(("http://", "https://"))
 
 
+def connector_scheme(value: str) -> str | None:
+    """The connector scheme a source names (`git+file`, `git+https`...), else None."""
+    from footnote.ingest.connectors.registry import scheme_of
+
+    return scheme_of(value)
+
+
 def root_for(
     value: str | Path,
     *,
@@ -74,8 +86,13 @@ def root_for(
 ) -> SourceRoot:
     """The root record for a path or URL as a user names it."""
     text = str(value)
-    if is_url(text):
-        kind: Kind = "site" if crawl else "url"
+    if connector_scheme(text) is not None:
+        from footnote.ingest.connectors.registry import kind_of
+
+        kind: Kind = "git"
+        root_id, label = kind_of(text).identify(text)
+    elif is_url(text):
+        kind = "site" if crawl else "url"
         label = text.split("://", 1)[1].split("/", 1)[0]
         root_id = text
     else:
@@ -92,7 +109,7 @@ def root_for(
         include=list(include or []),
         exclude=list(exclude or []),
         crawl=dict(crawl or {}),
-        allow_private=allow_private and is_url(text),
+        allow_private=allow_private and (is_url(text) or kind == "git"),
         added_at=now(),
     )
 

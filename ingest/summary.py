@@ -34,6 +34,9 @@ class IngestSummary:
     index: str = ""
     context: ContextUsage | None = None
     """With a context model: its requests, tokens and cost."""
+    checkpoints: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Each connector source read, by id: where it stood (its commit), recorded with the
+    version this run publishes."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -56,6 +59,7 @@ class IngestSummary:
                 {"source": s, "reason": r} for s, r in sorted(self.restricted.items())
             ],
             "deletions": [{"source": s, "reason": r} for s, r in sorted(self.deleted_why.items())],
+            "checkpoints": self.checkpoints,
             "files": {
                 "added": self.added,
                 "updated": self.updated,
