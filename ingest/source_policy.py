@@ -26,7 +26,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from footnote.ingest.roots import is_url
+from footnote.ingest.connectors.base import ConnectorError
+from footnote.ingest.connectors.registry import kind_of
+from footnote.ingest.roots import connector_scheme, is_url
 from footnote.models.embedding_choice import state_dir
 from footnote.store.backends import is_postgres
 
@@ -99,10 +101,21 @@ class ServedSourcePolicy:
         return cls(_resolved(upload_dir), tuple(roots), tuple(protected))
 
     def checked(self, value: str) -> str:
-        """The path to add for `value` (URLs unchanged; a local path resolved), or
-        SourceRefused saying why it may not be added."""
+        """The path to add for `value` (URLs unchanged; a local path resolved; a connector
+        source as its connector allows, a local repository held to the same folders as a
+        local path), or SourceRefused saying why it may not be added."""
         if is_url(value):
             return value
+        if connector_scheme(value) is not None:
+            try:
+                return kind_of(value).served(value, self._local_path)
+            except ConnectorError as exc:
+                raise SourceRefused(f"source {_shown(value)}: {exc}") from None
+        return self._local_path(value)
+
+    def _local_path(self, value: str) -> str:
+        """A local path resolved, once it is inside the allowed folders and holds none of
+        the server's own files."""
         if not os.path.isabs(os.path.expanduser(value)):
             raise SourceRefused(
                 f"source {_shown(value)}: a served add takes an absolute path under "

@@ -14,6 +14,8 @@ from footnote.cli.options import add_index_option
 EXAMPLES = """examples:
   footnote add docs/ handbook.pdf --index .footnote/index --access engineering
   footnote add https://example.com/docs/ --crawl --max-pages 200 --index .footnote/index
+  footnote add git+file:///srv/repo --access engineering --index .footnote/index
+  footnote add git+https://github.com/org/handbook.git --index .footnote/index
   footnote sources --index .footnote/index --json
   footnote remove 'drafts/*' --index .footnote/index
   footnote sync --index .footnote/index --watch
@@ -75,9 +77,14 @@ def _common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
 def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add",
-        help="add or update sources (folders, files, URLs, sites) and index what they give",
+        help="add or update sources (folders, files, URLs, sites, git repositories) and "
+        "index what they give",
         description="Add these sources to the index, or update how they are read, and index "
-        "what they give. Documents of other sources are never touched.",
+        "what they give. Documents of other sources are never touched. A git repository is "
+        "git+file:///ABSOLUTE/PATH (read in place) or a clone URL, git+https://HOST/PATH or "
+        "git+ssh://HOST/PATH (fetched into a private cache beside the index): its tracked "
+        "files at HEAD of the default branch, cited by file and line at the commit; `sync` "
+        "reads only the files changed since (docs/connectors.md).",
         epilog=EXAMPLES,
         formatter_class=_FORMAT,
     )
@@ -86,7 +93,8 @@ def _register_add(sub: Any) -> None:
         "--access",
         default="",
         metavar="GROUPS",
-        help="comma-separated groups for documents that state none",
+        help="comma-separated groups for documents that state none (a git repository's "
+        "files all get these: git has no per-file permissions)",
     )
     p.add_argument(
         "--include",
@@ -289,6 +297,8 @@ def cmd_sources(args: argparse.Namespace) -> int:
             )
             if v
         )
+        if root.get("checkpoint"):
+            extra += (", " if extra else "") + _checkpoint_text(root["checkpoint"])
         if root.get("allow_private"):
             extra += (", " if extra else "") + "private addresses allowed (--allow-private)"
         extra = f", {extra}" if extra else ""
@@ -303,6 +313,12 @@ def cmd_sources(args: argparse.Namespace) -> int:
     for failure in listing["failures"]:
         print(f"  failed: {failure['source']}: {failure['reason']}")
     return 0
+
+
+def _checkpoint_text(checkpoint: dict[str, Any]) -> str:
+    """Where a connector source stood at its last sync: `commit 1a2b3c4d5e6f, synced ...`."""
+    cursor = str(checkpoint.get("cursor") or "")
+    return f"commit {cursor[:12]}, synced {checkpoint.get('reached_at') or 'unknown'}"
 
 
 def _document_line(doc: dict[str, Any]) -> str:

@@ -179,19 +179,17 @@ class GitConnector:
         try:
             found = run_git(self.source.path, ["rev-parse", "--absolute-git-dir"])
         except GitFailed as exc:
-            raise ConnectorError(f"{self.source.id}: not a git repository ({exc})") from None
+            raise ConnectorError(f"not a git repository ({exc})") from None
         git_dir = Path(os.path.realpath(found.decode("utf-8", "replace").strip()))
         root = self.source.path
         if git_dir != root and root not in git_dir.parents:
-            raise ConnectorError(
-                f"{self.source.id}: its git folder is outside the repository ({git_dir}); not read"
-            )
+            raise ConnectorError(f"its git folder is outside the repository ({git_dir}); not read")
 
     def _commit(self, ref: str) -> str:
         try:
             out = run_git(self.where(), ["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"])
         except GitFailed:
-            raise ConnectorError(f"{self.source.id}: the repository has no commits yet") from None
+            raise ConnectorError("the repository has no commits yet") from None
         return out.decode("ascii", "replace").strip()
 
     def _fetch(self) -> None:
@@ -209,7 +207,7 @@ class GitConnector:
                 protocols=self.protocols,
             )  # fmt: skip
         except GitFailed as exc:
-            raise ConnectorError(f"{self.source.id}: clone failed: {exc}") from None
+            raise ConnectorError(f"clone failed: {exc}") from None
 
     def tree(self) -> dict[str, TreeEntry]:
         """The regular files tracked at the head commit that ingest would read; every other

@@ -54,11 +54,16 @@ def _git_identify(value: str) -> tuple[str, str]:
 
 def _git_served(value: str, checked_path: Callable[[str], str]) -> str:
     """A served admin's git source: a local repository only inside the operator's folders
-    (resolved, as any local path), a remote only over https or ssh."""
-    source = git.parse_source(value)
-    if source.path is not None:
-        return f"git+file://{checked_path(str(source.path))}"
-    return source.id
+    (judged before anything about the path is told, then resolved, as any local path), a
+    remote only over https or ssh (`parse_source` knows no other transport)."""
+    local = value.removeprefix("git+file://")
+    if local != value:
+        if not local.startswith("/"):
+            raise ConnectorError(
+                f"{value[:200]}: a local repository is named git+file:///ABSOLUTE/PATH"
+            )
+        value = f"git+file://{checked_path(local)}"
+    return git.parse_source(value).id
 
 
 def _git_open(opening: Opening) -> Connector:
