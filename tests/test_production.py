@@ -7,6 +7,7 @@ before each reply, so a run is still going when a replica is killed or told to s
 
 from __future__ import annotations
 
+import http.client
 import os
 import re
 import signal
@@ -320,3 +321,21 @@ def test_footnote_serve_production_starts_a_trial_and_stops_it(tmp_path: Path, t
             not Path(f"/proc/{child}").exists()
             or "zombie" in Path(f"/proc/{child}/status").read_text()
         ), child
+
+
+def test_an_idle_connection_outlives_the_clients_own_idle_expiry(deployment: Deployment) -> None:
+    """A replica keeps an idle connection open past 5 s, httpx's (the SDK's) idle expiry:
+    the client lets go first, so it never sends on a connection the replica is closing.
+    With uvicorn's own 5 s, the second request below found the connection closed."""
+    host, port = deployment.replicas[0].url.removeprefix("http://").split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    try:
+        conn.request("GET", "/ok")
+        assert conn.getresponse().read() == b'{"ok":true}'
+        line = conn.sock.getsockname()
+        threading.Event().wait(6.0)  # idle past the client's 5 s expiry
+        conn.request("GET", "/ok")  # on the same connection: raises if the replica closed it
+        assert conn.getresponse().read() == b'{"ok":true}'
+        assert conn.sock.getsockname() == line
+    finally:
+        conn.close()

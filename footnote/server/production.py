@@ -180,6 +180,14 @@ _REPLICA_LOG_FORMAT = {
 """Aegra's structlog renders JSON lines unless ENV_MODE is LOCAL (coloured console text)."""
 
 
+KEEP_ALIVE_S = 75
+"""How long a replica keeps an idle connection open. uvicorn's own 5 s equals the idle expiry
+of httpx, which the LangGraph SDK and RemoteGraph use: a client then sends a request on a
+connection the replica closes at the same moment and gets "Server disconnected without
+sending a response". Longer than clients' and load balancers' idle timeouts (nginx 60 s,
+an ALB 60 s), the client always lets go first."""
+
+
 def replica_command(python: str, *, host: str, port: int) -> list[str]:
     return [
         python,
@@ -192,6 +200,8 @@ def replica_command(python: str, *, host: str, port: int) -> list[str]:
         str(port),
         "--timeout-graceful-shutdown",
         "60",
+        "--timeout-keep-alive",
+        str(KEEP_ALIVE_S),
         "--no-access-log",
     ]
 
