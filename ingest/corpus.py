@@ -96,7 +96,7 @@ def remove(
             if record.root == root.id
             and record.origin
             and owned(source, record)
-            and root.kind in ("folder", "file")
+            and root.kind in ("folder", "file", "git")
             and record.origin not in root.exclude
         )
         if extra:

@@ -282,3 +282,12 @@ def test_the_command_line_adds_lists_and_refuses_in_one_line(
         "footnote: git+file:///no/such/repository: no such path"
     ]
     assert "git+https://" in run_cli("add", "--help").stdout
+
+
+def test_a_file_removed_from_a_repository_source_stays_out(repo: Path, tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    corpus.add(index, [source_of(repo)])
+    assert corpus.remove(index, ["notes/ops.md"]).deleted == ["notes/ops.md"]
+    assert corpus.sources(index)["sources"][0]["exclude"] == ["notes/ops.md"]
+    assert "notes/ops.md" not in corpus.sync(index).added
+    assert not [h for h in hits(index, "wombats") if h.chunk.source == "notes/ops.md"]
