@@ -235,6 +235,8 @@ def test_a_served_admin_is_held_to_the_operators_folders(repo: Path, tmp_path: P
         "git+ext::sh -c id",
         f"file://{repo}",
         "git+https://user:token@example.org/team/repo.git",
+        "git+ssh://-oProxyCommand=id/repo.git",
+        "git+ssh://-oProxyCommand=id@example.org/repo.git",
     ):
         with pytest.raises(SourceRefused) as caught:
             policy.checked(refused)

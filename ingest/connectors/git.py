@@ -82,6 +82,8 @@ def parse_source(value: str) -> GitSource:
             hostname = parts.hostname
         except ValueError as exc:
             raise ConnectorError(f"{value[:200]}: malformed URL: {exc}") from None
+        if (hostname or "").startswith("-") or (parts.username or "").startswith("-"):
+            raise ConnectorError(f"{value[:200]}: a host or user name cannot start with '-'")
         if not hostname or parts.query or parts.fragment or not parts.path.strip("/"):
             raise ConnectorError(f"{value[:200]}: a clone URL is {scheme}://HOST/PATH")
         if parts.password is not None or (scheme == "git+https" and parts.username):

@@ -46,6 +46,7 @@ def git_env(protocols: str = REMOTE_PROTOCOLS, ceiling: Path | None = None) -> d
     env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_") and k != "SSH_ASKPASS"}
     env.update(
         GIT_TERMINAL_PROMPT="0",
+        GIT_SSH_COMMAND="ssh -o BatchMode=yes",  # a key or nothing: never a prompt
         GIT_CONFIG_NOSYSTEM="1",
         GIT_CONFIG_GLOBAL=os.devnull,
         GIT_ALLOW_PROTOCOL=protocols,
