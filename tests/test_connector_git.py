@@ -293,3 +293,15 @@ def test_a_file_removed_from_a_repository_source_stays_out(repo: Path, tmp_path:
     assert corpus.sources(index)["sources"][0]["exclude"] == ["notes/ops.md"]
     assert "notes/ops.md" not in corpus.sync(index).added
     assert not [h for h in hits(index, "wombats") if h.chunk.source == "notes/ops.md"]
+
+
+def test_a_file_that_failed_is_tried_again_at_every_sync(repo: Path, tmp_path: Path) -> None:
+    index = tmp_path / "index"
+    commit(repo, {"latin1.txt": b"caf\xe9 au lait\n"})
+    assert "latin1.txt" in corpus.add(index, [source_of(repo)]).failed
+    commit(repo, {"README.md": "# Service\n\nKeys rotate daily.\n"})
+    synced = corpus.sync(index)  # unchanged since the checkpoint, yet never indexed
+    assert "not valid UTF-8" in synced.failed["latin1.txt"]
+    assert synced.updated == ["README.md"]
+    commit(repo, {"latin1.txt": "café au lait, fixed\n"})
+    assert corpus.sync(index).added == ["latin1.txt"]

@@ -72,7 +72,11 @@ def connector_candidates(
         kept = record is not None and (record.fetch or {}).get("version") == version
         doc = given.get(doc_id)
         if doc is None and not kept:  # changed outside what the poll saw: read it now
-            doc = everything().get(doc_id)
+            try:
+                doc = everything().get(doc_id)
+            except ConnectorError as exc:  # the source went away mid-run: keep what it gave
+                summary.failed[root.id] = str(exc)
+                return None
         candidates.append(_candidate(root, doc_id, version, doc, kept, everything))
     return candidates
 
@@ -108,7 +112,10 @@ def _candidate(
     read (through a full load) only if the index cannot reuse its chunks after all."""
 
     def document() -> SourceDocument:
-        found = doc or everything().get(doc_id)
+        try:
+            found = doc or everything().get(doc_id)
+        except ConnectorError as exc:  # one document's reason; the run goes on
+            raise ParseError(f"cannot read from its source: {exc}") from None
         if found is None:
             raise ParseError("no longer in its source")
         return found
