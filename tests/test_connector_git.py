@@ -19,7 +19,7 @@ from footnote.ingest.connectors.git import GitConnector, GitSource
 from footnote.ingest.source_policy import ServedSourcePolicy, SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import Locate, RunCli
 
 KEYS_PY = '''"""Key handling for the service."""
 
@@ -88,7 +88,7 @@ def source_of(repo: Path) -> str:
     return f"git+file://{repo}"
 
 
-def hits(index: Path, query: str) -> list[Any]:
+def hits(index: str | Path, query: str) -> list[Any]:
     return search(
         SearchRequest(
             query=query,
@@ -123,9 +123,9 @@ def test_a_full_load_cites_a_function_by_file_line_and_commit(repo: Path, tmp_pa
 
 
 def test_a_sync_reads_only_the_changed_file_and_prunes_the_deleted_one(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, locate: Locate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = tmp_path / "index"
+    index = locate()  # both backends: the checkpoint is published with either
     corpus.add(index, [source_of(repo)])
     second = commit(
         repo,
@@ -194,9 +194,9 @@ def test_a_git_folder_outside_the_named_one_is_not_read(repo: Path, tmp_path: Pa
 
 
 def test_a_sync_killed_before_its_publish_resumes_from_the_last_checkpoint(
-    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    repo: Path, locate: Locate, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    index = tmp_path / "index"
+    index = locate()
     first = corpus.add(index, [source_of(repo)]).checkpoints[source_of(repo)]["cursor"]
     commit(repo, {"README.md": "# Service\n\nKeys now rotate every minute.\n"})
     from footnote.ingest import pipeline
