@@ -253,11 +253,12 @@ def test_a_clone_is_fetched_only_over_the_allowed_protocols(repo: Path, tmp_path
     )
     with pytest.raises(ConnectorError, match="clone failed"):
         GitConnector(source, cache=tmp_path / "refused").full_load()  # file:// is not https
-    cache = tmp_path / "cache"
+    cache = tmp_path / "state" / "git" / "cache"
     batch = GitConnector(source, cache=cache, protocols="file").full_load()
     assert sorted(d.id for d in batch.documents) == ["README.md", "notes/ops.md", "pkg/keys.py"]
     assert batch.checkpoint.cursor == git(repo, "rev-parse", "HEAD")
-    assert cache.stat().st_mode & 0o777 == 0o700
+    for folder in (cache, cache.parent, cache.parent.parent):
+        assert folder.stat().st_mode & 0o777 == 0o700
 
 
 def test_unreadable_permissions_make_a_document_nobodys() -> None:

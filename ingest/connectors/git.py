@@ -38,6 +38,7 @@ from footnote.ingest.connectors.git_cli import (
 from footnote.ingest.connectors.python_symbols import symbol_sections
 from footnote.ingest.documents import ParsedDocument, ParseError
 from footnote.ingest.parsers import parse_bytes, unsupported_reason
+from footnote.store.private import private_dir
 
 SCHEMES = ("git+file", "git+https", "git+ssh")
 _REGULAR_MODES = ("100644", "100755")
@@ -198,7 +199,7 @@ class GitConnector:
         """Fetch the remote's default branch into the cache (a bare repository, 0700)."""
         assert self.cache is not None and self.source.remote is not None
         if not (self.cache / "HEAD").exists():
-            self.cache.mkdir(mode=0o700, parents=True, exist_ok=True)
+            private_dir(self.cache)  # the fetched files are document text: the owner's alone
             run_git(self.cache, ["init", "--quiet", "--bare"])
         try:
             run_git(
