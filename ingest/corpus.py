@@ -18,7 +18,7 @@ from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.options import IngestOptions, RunScope
 from footnote.ingest.pipeline import update_index
-from footnote.ingest.roots import SourceRoot, is_url, read_roots, root_for
+from footnote.ingest.roots import SourceRoot, connector_scheme, is_url, read_roots, root_for
 from footnote.ingest.run import live_state
 from footnote.ingest.summary import IngestSummary
 from footnote.store.backends import open_writer
@@ -114,8 +114,9 @@ def remove(
 
 def _names_root(pattern: str, root_id: str) -> bool:
     """A `remove` pattern names a source by its path (relative paths count from here), its
-    URL, or a glob over either."""
-    absolute = pattern if is_url(pattern) else os.path.abspath(pattern)
+    URL or connector source (`git+file:///srv/repo`), or a glob over either."""
+    named_as_given = is_url(pattern) or connector_scheme(pattern) is not None
+    absolute = pattern if named_as_given else os.path.abspath(pattern)
     return root_id == absolute or fnmatch.fnmatchcase(root_id, pattern)
 
 

@@ -306,3 +306,15 @@ def test_a_file_that_failed_is_tried_again_at_every_sync(repo: Path, tmp_path: P
     assert synced.updated == ["README.md"]
     commit(repo, {"latin1.txt": "café au lait, fixed\n"})
     assert corpus.sync(index).added == ["latin1.txt"]
+
+
+def test_removing_the_repository_forgets_it_and_its_documents(repo: Path, tmp_path: Path) -> None:
+    repo = repo.rename(tmp_path / "team[docs]")  # named as it is, not as a glob
+    index = tmp_path / "index"
+    corpus.add(index, [source_of(repo)])
+    pattern = f"git+file://{repo}/../{repo.name}"  # named another way: not this source
+    assert corpus.unmatched(index, [pattern]) == [pattern]
+    assert corpus.unmatched(index, [source_of(repo)]) == []
+    gone = corpus.remove(index, [source_of(repo)])
+    assert sorted(gone.deleted) == ["README.md", "notes/ops.md", "pkg/keys.py"]
+    assert corpus.sources(index)["sources"] == []
