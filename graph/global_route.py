@@ -49,7 +49,7 @@ from footnote.graph.state import CLEAR, Finding, State
 from footnote.store.entities import KINDS, entity_key
 from footnote.store.report_cache import ReportCache, report_key
 from footnote.store.text import keyword_tokens
-from footnote.store.types import Caller, Hit
+from footnote.store.types import Hit
 from footnote.tools.communities import (
     CENTRAL_CHUNKS,
     CommunityView,
@@ -379,9 +379,8 @@ class GlobalAnswer:
 
     def run(self, write: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
         context, question = self.context, self.state.standalone_question or self.state.question
-        groups, admin = run_caller(context)
         retriever = get_retriever(context.index_dir, context.embeddings)
-        mask = retriever.mask(Caller(groups=frozenset(groups), admin=admin))
+        mask = retriever.mask(run_caller(context))
         view = CommunityView(retriever.reader, mask)
         selected, searches, overview = select(
             retriever, view, mask, question, context.max_communities

@@ -23,7 +23,7 @@ from langgraph.types import Command
 
 from footnote.graph.context import Context
 from footnote.models.chat import chat_model
-from footnote.store.types import caller_groups
+from footnote.store.types import Caller
 from footnote.tools.langchain_retriever import CandidateSearch
 from footnote.tools.search import SearchRequest
 
@@ -58,8 +58,8 @@ def _user_field(user: Any, name: str) -> Any:
     return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
 
 
-def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
-    """Who is asking: their groups and admin flag.
+def run_caller(context: Context) -> Caller:
+    """Who is asking in this run, made once for its searches to carry.
 
     Served: the authenticated user the server injected (`footnote/server/auth.py`), never the
     request's context; a user without Footnote's fields sees nothing. Embedded: the host's
@@ -71,13 +71,14 @@ def run_caller(context: Context) -> tuple[tuple[str, ...], bool]:
         groups = _user_field(user, "groups")
         if not isinstance(groups, list | tuple) or not all(isinstance(g, str) for g in groups):
             groups = ()
-        return tuple(groups), _user_field(user, "admin") is True
+        # exactly the server's groups: its authentication already added `everyone`
+        return Caller.of_groups(groups, strict=True, admin=_user_field(user, "admin") is True)
     groups, admin = context.user_groups, context.admin
     if not isinstance(admin, bool):
         raise TypeError(f"context field 'admin' must be true or false, not {admin!r}")
     if isinstance(groups, str) or not all(isinstance(g, str) for g in groups):
         raise TypeError("context field 'user_groups' must be a list of group names")
-    return caller_groups(groups, strict=context.strict_groups), admin
+    return Caller.of_groups(groups, strict=context.strict_groups, admin=admin)
 
 
 @tool
@@ -94,7 +95,6 @@ def search_documents(
     query in the words a document would use. Returns numbered passages with their sources.
     """
     context = Context.coerce(runtime.context)
-    groups, admin = run_caller(context)
     search = CandidateSearch(
         request=SearchRequest(
             query=query,
@@ -104,8 +104,7 @@ def search_documents(
             # an offline hop searches through the entity graph; anything else, the stage the
             # server (or the embedding host) chose, checked against SEARCH_STAGES
             stage="graph" if stage == "graph" else context.search_stage,  # type: ignore[arg-type]
-            user_groups=groups,
-            admin=admin,
+            caller=run_caller(context),
             extra_texts=[hyde_passage] if hyde_passage else [],
             reranker=context.reranker,
             chat_model=reranker_model(context),

@@ -179,10 +179,24 @@ class Filters:
 
 @dataclass(frozen=True)
 class Caller:
-    """Who is asking: comes from the graph's runtime context, never from a model's arguments."""
+    """Who is asking, the one shape every surface carries: made once where the caller is known
+    (the command line, the server's authentication, the embedding host) and handed down,
+    never built from a model's or a client's arguments."""
 
     groups: frozenset[str]
     admin: bool = False
+
+    @classmethod
+    def of_groups(cls, groups: Any, *, strict: bool = False, admin: bool = False) -> Caller:
+        """A caller in `groups` plus `everyone` (exactly `groups` when `strict`), by the rule
+        of `caller_groups`; TypeError for a string or a non-string group."""
+        return cls(groups=frozenset(caller_groups(groups, strict=strict)), admin=admin)
+
+    @classmethod
+    def operator(cls) -> Caller:
+        """The trusted in-process view that sees every chunk (evaluation measures the whole
+        index): an admin in no group."""
+        return cls(groups=frozenset(), admin=True)
 
     def may_see(self, chunk: Chunk) -> bool:
         if self.admin:

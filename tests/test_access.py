@@ -178,7 +178,10 @@ def test_no_leaks_through_the_tool(
             and set(c.access) & set(groups)
         }
         request = SearchRequest(
-            query=query, index_dir=Path(tmp) / "index", user_groups=tuple(groups), k=50
+            query=query,
+            index_dir=Path(tmp) / "index",
+            caller=Caller(groups=frozenset(groups)),
+            k=50,
         )
         found = {d.metadata["chunk_id"] for d in retrieve_documents(request)}
         assert found == allowed, "exactly the visible chunks: none leaked, none lost"

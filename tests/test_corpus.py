@@ -18,6 +18,7 @@ import pytest
 import footnote
 from footnote.ingest import corpus
 from footnote.ingest.pipeline import ingest
+from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import REPO, Locate, RunCli, footnote_command
 
@@ -27,7 +28,11 @@ def found(
 ) -> set[str]:
     hits = search(
         SearchRequest(
-            query=query, index_dir=index, k=50, stage="bm25", user_groups=groups, admin=admin
+            query=query,
+            index_dir=index,
+            k=50,
+            stage="bm25",
+            caller=Caller(groups=frozenset(groups), admin=admin),
         )
     )
     return {hit.chunk.source for hit in hits}
@@ -220,7 +225,7 @@ def test_add_documents_from_a_langchain_loader(locate: Locate, tmp_path: Path) -
             index_dir=index,
             k=1,
             stage="bm25",
-            user_groups=("hr",),
+            caller=Caller(groups=frozenset({"hr"})),
         )
     )
     assert hits[0].chunk.source == "payroll.pdf" and hits[0].chunk.page == 2

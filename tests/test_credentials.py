@@ -26,6 +26,7 @@ from footnote.server.credentials import (
     write_api_keys,
 )
 from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
+from footnote.store.types import Caller
 
 SECRET = "s3cret-for-tests-only-" + "x" * 20
 USERS = {
@@ -327,8 +328,9 @@ def test_an_embedded_context_is_type_checked_not_coerced(
 
 def test_an_embedded_host_sets_the_caller() -> None:
     """Its groups, plus `everyone` as on every other surface (issue 23)."""
-    assert run_caller(Context(user_groups=["hr"], admin=False)) == (("hr", "everyone"), False)
-    assert run_caller(Context(user_groups=[], admin=True)) == (("everyone",), True)
+    hr = Caller(groups=frozenset({"hr", "everyone"}), admin=False)
+    assert run_caller(Context(user_groups=["hr"], admin=False)) == hr
+    assert run_caller(Context(user_groups=[], admin=True)) == Caller(frozenset({"everyone"}), True)
 
 
 def test_records_are_owned_per_issuer() -> None:

@@ -14,7 +14,7 @@ import pytest
 from footnote.graph.indexer import IndexerContext
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.ingest import corpus
-from footnote.store.types import IndexCorrupt, IndexError_
+from footnote.store.types import Caller, IndexCorrupt, IndexError_
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.pg_fixture import PgServer
@@ -64,7 +64,9 @@ def _built(tmp_path: Path) -> tuple[Path, Path]:
 
 def _sources_found(index: Path) -> set[str]:
     hits = search(
-        SearchRequest(query="heron otter", index_dir=str(index), k=10, stage="bm25", admin=True)
+        SearchRequest(
+            query="heron otter", index_dir=str(index), k=10, stage="bm25", caller=Caller.operator()
+        )
     )
     return {h.chunk.source for h in hits}
 

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from footnote.ingest.parsers import parse_file
 from footnote.ingest.pipeline import ingest
+from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 
 SECRET = "zanzibar"
@@ -83,7 +84,11 @@ def test_ingest_reports_them_and_search_hides_them(tmp_path: Path) -> None:
 
     def found(groups: tuple[str, ...], *, admin: bool = False) -> set[str]:
         request = SearchRequest(
-            query=SECRET, index_dir=index, k=50, stage="bm25", user_groups=groups, admin=admin
+            query=SECRET,
+            index_dir=index,
+            k=50,
+            stage="bm25",
+            caller=Caller(groups=frozenset(groups), admin=admin),
         )
         return {hit.chunk.source for hit in search(request)}
 

@@ -21,6 +21,7 @@ from footnote.ingest.chunking import Chunker
 from footnote.ingest.parsers import parse_file
 from footnote.ingest.pipeline import ingest
 from footnote.models.embeddings import load_embeddings
+from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import Locate, RunCli
 
@@ -30,8 +31,8 @@ SECRET = "zanzibar"
 def sources_found(index: str, query: str, *, groups: tuple[str, ...] = ("everyone",),
                   admin: bool = False) -> set[str]:  # fmt: skip
     hits = search(
-        SearchRequest(query=query, index_dir=index, k=50, stage="bm25", user_groups=groups,
-                      admin=admin)
+        SearchRequest(query=query, index_dir=index, k=50, stage="bm25",
+                      caller=Caller(groups=frozenset(groups), admin=admin))
     )  # fmt: skip
     return {hit.chunk.source for hit in hits}
 

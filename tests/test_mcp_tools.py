@@ -11,15 +11,16 @@ import pytest
 
 from footnote.mcp.tools import (
     TOOLS,
-    Caller,
     FetchResult,
     FootnoteTools,
+    McpSession,
     SearchResult,
     ToolRefused,
     chunk_source,
     one_line,
     visible_tools,
 )
+from footnote.store.types import Caller
 
 
 class NoAnswers:
@@ -39,19 +40,19 @@ def tools_over(index: Path) -> FootnoteTools:
     return FootnoteTools(location, NoAnswers())
 
 
-def call(tools: FootnoteTools, caller: Caller, name: str, **arguments: Any) -> Any:
-    return asyncio.run(tools.call(caller, name, arguments))
+def call(tools: FootnoteTools, session: McpSession, name: str, **arguments: Any) -> Any:
+    return asyncio.run(tools.call(session, name, arguments))
 
 
-READER = Caller(groups=("everyone",))
-ADMIN = Caller(groups=("everyone",), admin=True)
+READER = McpSession(Caller(groups=frozenset({"everyone"})))
+ADMIN = McpSession(Caller(groups=frozenset({"everyone"}), admin=True))
 
 
 def test_admin_tools_are_visible_to_admins_only() -> None:
     admin_only = {t.name for t in TOOLS if t.admin_only}
     assert admin_only == {"add_source", "remove_source", "sync_sources"}
-    assert not admin_only & {t.name for t in visible_tools(READER)}
-    assert admin_only <= {t.name for t in visible_tools(ADMIN)}
+    assert not admin_only & {t.name for t in visible_tools(READER.caller)}
+    assert admin_only <= {t.name for t in visible_tools(ADMIN.caller)}
     for tool in TOOLS:
         definition = tool.definition()
         assert definition.outputSchema and definition.inputSchema["additionalProperties"] is False
@@ -102,7 +103,7 @@ def test_search_and_fetch_answer_with_citable_chunks(handbook_index: Path) -> No
 
 def test_a_caller_outside_every_group_reads_nothing(handbook_index: Path) -> None:
     tools = tools_over(handbook_index)
-    nobody = Caller(groups=())
+    nobody = McpSession(Caller(groups=frozenset()))
     assert call(tools, nobody, "search", query="API key").results == []
     assert call(tools, nobody, "list_sources").documents == []
     with pytest.raises(ToolRefused, match="nothing readable"):

@@ -18,7 +18,7 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator, model_validator
 
-from footnote.store.types import caller_groups
+from footnote.store.types import Caller
 from footnote.tools.documents import Candidate, relevance, retrieve_candidates
 from footnote.tools.retrieval import Stage
 from footnote.tools.search import Filters, SearchRequest
@@ -145,8 +145,7 @@ class FootnoteRetriever(BaseRetriever):
             k=self._effective_k(k),
             stage=self.stage,
             filters=as_filters(filter, filters),
-            user_groups=caller_groups(self.user_groups, strict=self.strict_groups),
-            admin=self.admin,
+            caller=Caller.of_groups(self.user_groups, strict=self.strict_groups, admin=self.admin),
             embeddings=self.embeddings,
         )
 

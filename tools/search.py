@@ -35,8 +35,9 @@ class SearchRequest:
     stage: Stage = "pipeline"
     source: str | None = None
     filters: Filters | None = None
-    user_groups: tuple[str, ...] = ("everyone",)
-    admin: bool = False
+    caller: Caller = field(default_factory=lambda: Caller.of_groups(()))
+    """Who the search is for (by default a caller in `everyone` alone), made by the surface
+    that knows them and carried here unchanged."""
     embeddings: EmbeddingsSetting = ""
     """A `provider:model` string or an `Embeddings` object; empty: the index's own model."""
     extra_texts: list[str] = field(default_factory=list)
@@ -99,8 +100,7 @@ def search(request: SearchRequest) -> list[Hit]:
     filters = request.filters or Filters()
     if request.source:
         filters.source = request.source
-    caller = Caller(groups=frozenset(request.user_groups), admin=request.admin)
-    mask = retriever.mask(caller, filters)
+    mask = retriever.mask(request.caller, filters)
     reranker = make_reranker(request.reranker, retriever.embeddings, request.chat_model)
     return run_stage(
         retriever, request.query, request.k, mask, request.stage, request.extra_texts, reranker

@@ -38,13 +38,13 @@ def register(sub: Any) -> None:
 
 def cmd_graph(args: argparse.Namespace) -> int:
     from footnote.store.backends import open_reader
-    from footnote.store.types import Caller, IndexError_, caller_groups
+    from footnote.store.types import Caller, IndexError_
     from footnote.tools.graph_view import GraphView
 
     try:
-        groups = caller_groups([g.strip() for g in args.groups.split(",")],
-                               strict=args.strict_groups)  # fmt: skip
-        view = GraphView(open_reader(args.index), Caller(groups=frozenset(groups)))
+        caller = Caller.of_groups([g.strip() for g in args.groups.split(",")],
+                                  strict=args.strict_groups)  # fmt: skip
+        view = GraphView(open_reader(args.index), caller)
         result: dict[str, Any] = view.figures()
         if args.communities:
             result["communities"] = _communities(args.index, view.caller, args.limit)

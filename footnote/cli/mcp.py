@@ -14,8 +14,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
 
     from footnote.graph.context import Context
     from footnote.mcp.stdio import serve_stdio
-    from footnote.mcp.tools import Caller
-    from footnote.store.types import caller_groups
+    from footnote.store.types import Caller
 
     context = Context(
         index_dir=args.index,
@@ -24,7 +23,7 @@ def cmd_mcp(args: argparse.Namespace) -> int:
         embeddings=args.embeddings,
     )
     groups = [g for g in args.groups.split(",") if g] if args.groups else []
-    caller = Caller(groups=caller_groups(groups), admin=args.admin)
+    caller = Caller.of_groups(groups, admin=args.admin)
     asyncio.run(serve_stdio(context, caller))
     return 0
 

@@ -14,7 +14,7 @@ from footnote.store.postgres import redact
 
 def cmd_search(args: argparse.Namespace) -> int:
     from footnote.cli.console import format_location, reranker_model
-    from footnote.store.types import caller_groups
+    from footnote.store.types import Caller
     from footnote.tools.search import SearchRequest, search
 
     try:
@@ -25,7 +25,7 @@ def cmd_search(args: argparse.Namespace) -> int:
                 k=args.k,
                 stage=args.stage,
                 source=args.source,
-                user_groups=caller_groups(
+                caller=Caller.of_groups(
                     [g.strip() for g in args.groups.split(",")], strict=args.strict_groups
                 ),
                 embeddings=args.embeddings,

@@ -238,7 +238,7 @@ def default_runners(
     `reranker` reorders the pipeline stage as `--reranker` does for `footnote ask`."""
     from footnote.tools.search import run_stage
 
-    mask = retriever.mask(Caller(groups=frozenset(), admin=True))
+    mask = retriever.mask(Caller.operator())
     unknown = [s for s in stages if s not in STAGES]
     if unknown:
         raise ValueError(f"unknown stage(s) {unknown}; known: {', '.join(STAGES)}")

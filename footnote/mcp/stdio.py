@@ -23,7 +23,8 @@ from footnote.graph.graph import make_graph
 from footnote.graph.indexer import IndexerContext, IndexerInput
 from footnote.graph.indexer import graph as indexer_graph
 from footnote.graph.state import InputState
-from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
+from footnote.mcp.tools import FootnoteTools, McpSession, ToolRefused, make_server
+from footnote.store.types import Caller
 
 DEFAULT_INDEX_NAME = "default"
 
@@ -36,11 +37,12 @@ class LocalAnswerer:
         self.graph = make_graph(checkpointer=InMemorySaver(), name="footnote mcp")
 
     async def answer(
-        self, caller: Caller, question: str, thread_id: str | None, index: str
+        self, session: McpSession, question: str, thread_id: str | None, index: str
     ) -> dict[str, Any]:
         thread = thread_id or str(uuid.uuid4())
+        caller = session.caller  # the graph's context carries it as the host would say it
         context = replace(
-            self.context, user_groups=list(caller.groups), strict_groups=True, admin=caller.admin
+            self.context, user_groups=sorted(caller.groups), strict_groups=True, admin=caller.admin
         )
 
         def run() -> dict[str, Any]:
@@ -55,7 +57,9 @@ class LocalAnswerer:
         output = await asyncio.to_thread(run)
         return {**output, "thread_id": thread}
 
-    async def manage(self, caller: Caller, request: dict[str, Any], index: str) -> dict[str, Any]:
+    async def manage(
+        self, session: McpSession, request: dict[str, Any], index: str
+    ) -> dict[str, Any]:
         context = IndexerContext(
             index_dir=self.context.index_dir, embeddings=self.context.embeddings
         )
@@ -85,6 +89,7 @@ def local_tools(context: Context) -> FootnoteTools:
 async def serve_stdio(context: Context, caller: Caller) -> None:
     from mcp.server.stdio import stdio_server
 
-    server = make_server(local_tools(context), lambda _server: caller)
+    session = McpSession(caller)
+    server = make_server(local_tools(context), lambda _server: session)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -8,7 +8,8 @@
     fetch         one chunk, or a whole document, by the id a citation names
     add_source, remove_source, sync_sources     admins only; not even listed to anyone else
 
-Who is asking is a `Caller`, made by the transport and never from tool arguments: served, from
+Who is asking is a `Caller` (`footnote.store.types`), carried in the transport's
+`McpSession` and never made from tool arguments: served, from
 the request's credentials (`footnote.server.credentials`), the same keys and tokens as the API;
 over stdio, the embedding host (trusted, like the CLI) says it. Every argument a client sends
 is checked against the tool's schema, and anything else (an index path, a group, `admin`) is
@@ -36,8 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from footnote.graph.indexer import readable_documents
 from footnote.ingest import corpus
 from footnote.store.postgres import redact
-from footnote.store.types import Caller as IndexCaller
-from footnote.store.types import Filters, IndexError_, chunk_position
+from footnote.store.types import Caller, Filters, IndexError_, chunk_position
 from footnote.tools.documents import hit_to_document, relevance, retrieve_candidates
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest
@@ -58,12 +58,12 @@ class ToolRefused(Exception):
 
 
 @dataclass(frozen=True)
-class Caller:
-    """Who a tool call is for. Made by the transport: served, from the request's credentials;
-    over stdio, by the embedding host. Never from a tool's arguments."""
+class McpSession:
+    """Who a tool call is for and how to reach the server's own API as them. Made by the
+    transport: served, from the request's credentials; over stdio, by the embedding host.
+    Never from a tool's arguments."""
 
-    groups: tuple[str, ...]
-    admin: bool = False
+    caller: Caller
     forward: Mapping[str, str] = field(default_factory=dict)
     """Served: the request's own credential headers, to ask the server's API as the caller."""
     base_url: str = ""
@@ -230,11 +230,11 @@ class Answerer(Protocol):
     embedding host, through the server's own API (as the caller) when served."""
 
     async def answer(
-        self, caller: Caller, question: str, thread_id: str | None, index: str
+        self, session: McpSession, question: str, thread_id: str | None, index: str
     ) -> dict[str, Any]: ...
 
     async def manage(
-        self, caller: Caller, request: dict[str, Any], index: str
+        self, session: McpSession, request: dict[str, Any], index: str
     ) -> dict[str, Any]: ...
 
 
@@ -365,19 +365,23 @@ class FootnoteTools:
         """The search tool's ranking: the operator's (served) or the host's, never a tool
         argument."""
 
-    async def call(self, caller: Caller, name: str, arguments: Mapping[str, Any] | None) -> Any:
+    async def call(
+        self, session: McpSession, name: str, arguments: Mapping[str, Any] | None
+    ) -> Any:
         """The named tool's result model; ToolRefused for anything the caller may not do."""
         tool = BY_NAME.get(name)
-        if tool is None or tool not in visible_tools(caller):
+        if tool is None or tool not in visible_tools(session.caller):
             raise ToolRefused(f"no tool named {name[:60]!r}")
         args = parse_arguments(tool, arguments)
         location = self.index_location(args.index)
         handler: Callable[..., Awaitable[BaseModel]] = getattr(self, f"_{name}")
-        return await handler(caller, args, location)
+        return await handler(session, args, location)
 
-    # each handler: (caller, validated arguments, index location) -> result model
+    # each handler: (session, validated arguments, index location) -> result model
 
-    async def _search(self, caller: Caller, args: SearchArguments, location: str) -> SearchResult:
+    async def _search(
+        self, session: McpSession, args: SearchArguments, location: str
+    ) -> SearchResult:
         filters = Filters(**args.filters.model_dump()) if args.filters else None
         request = SearchRequest(
             query=args.query,
@@ -385,8 +389,7 @@ class FootnoteTools:
             k=args.k,
             stage=self.stage,  # type: ignore[arg-type]  # one of graph.context.SEARCH_STAGES
             filters=filters,
-            user_groups=caller.groups,
-            admin=caller.admin,
+            caller=session.caller,
             embeddings=self.embeddings,
         )
         candidates = await asyncio.to_thread(retrieve_candidates, request)
@@ -410,34 +413,32 @@ class FootnoteTools:
             )
         return SearchResult(query=args.query, index=args.index, results=hits)
 
-    async def _ask(self, caller: Caller, args: AskArguments, location: str) -> AskResult:
+    async def _ask(self, session: McpSession, args: AskArguments, location: str) -> AskResult:
         if args.thread_id is not None:
             try:
                 uuid.UUID(args.thread_id)
             except ValueError:
                 raise ToolRefused("thread_id must be a thread_id an earlier ask returned") from None
-        output = await self.answerer.answer(caller, args.question, args.thread_id, args.index)
+        output = await self.answerer.answer(session, args.question, args.thread_id, args.index)
         return answer_result(output)
 
     async def _list_sources(
-        self, caller: Caller, args: ListSourcesArguments, location: str
+        self, session: McpSession, args: ListSourcesArguments, location: str
     ) -> ListSourcesResult:
         listing = await asyncio.to_thread(corpus.sources, location)
+        caller = session.caller
         documents = readable_documents(listing, caller.groups, admin=caller.admin)
         return ListSourcesResult(
             index=args.index, documents=[SourceEntry.model_validate(d) for d in documents]
         )
 
-    async def _fetch(self, caller: Caller, args: FetchArguments, location: str) -> FetchResult:
-        return await asyncio.to_thread(self._read, caller, args, location)
+    async def _fetch(self, session: McpSession, args: FetchArguments, location: str) -> FetchResult:
+        return await asyncio.to_thread(self._read, session.caller, args, location)
 
     def _read(self, caller: Caller, args: FetchArguments, location: str) -> FetchResult:
         source = chunk_source(args.id)
         retriever = get_retriever(location, self.embeddings)
-        mask = retriever.mask(
-            IndexCaller(groups=frozenset(caller.groups), admin=caller.admin),
-            Filters(source=glob.escape(source)),
-        )
+        mask = retriever.mask(caller, Filters(source=glob.escape(source)))
         hits = sorted(retriever.dense(source, MAX_DOCUMENT_CHUNKS, mask), key=lambda h: h.row)
         if args.id != source:
             hits = [h for h in hits if h.chunk.id == args.id]
@@ -465,27 +466,26 @@ class FootnoteTools:
         )
 
     async def _add_source(
-        self, caller: Caller, args: AddSourceArguments, location: str
+        self, session: McpSession, args: AddSourceArguments, location: str
     ) -> ManageResult:
         request = {"action": "add", "sources": args.sources, "access": args.access}
         return ManageResult(
-            action="add", result=await self.answerer.manage(caller, request, args.index)
+            action="add", result=await self.answerer.manage(session, request, args.index)
         )
 
     async def _remove_source(
-        self, caller: Caller, args: RemoveSourceArguments, location: str
+        self, session: McpSession, args: RemoveSourceArguments, location: str
     ) -> ManageResult:
         request = {"action": "remove", "sources": args.sources}
         return ManageResult(
-            action="remove", result=await self.answerer.manage(caller, request, args.index)
+            action="remove", result=await self.answerer.manage(session, request, args.index)
         )
 
     async def _sync_sources(
-        self, caller: Caller, args: SyncArguments, location: str
+        self, session: McpSession, args: SyncArguments, location: str
     ) -> ManageResult:
-        return ManageResult(
-            action="sync", result=await self.answerer.manage(caller, {"action": "sync"}, args.index)
-        )
+        result = await self.answerer.manage(session, {"action": "sync"}, args.index)
+        return ManageResult(action="sync", result=result)
 
 
 _CHUNK_ID = re.compile(r"(?P<source>.+)#[^#]*:\d+")
@@ -561,8 +561,10 @@ def one_line(exc: BaseException) -> str:
     return " ".join(text.split())[:300]
 
 
-def make_server(tools: FootnoteTools, caller_of: Callable[[Server[Any, Any]], Caller]) -> Server:
-    """The MCP server: `caller_of(server)` names the caller of the request being handled (the
+def make_server(
+    tools: FootnoteTools, session_of: Callable[[Server[Any, Any]], McpSession]
+) -> Server:
+    """The MCP server: `session_of(server)` names the caller of the request being handled (the
     transport's business); listing and calling are checked for that caller on every request."""
     server: Server[Any, Any] = Server(
         SERVER_NAME,
@@ -573,14 +575,14 @@ def make_server(tools: FootnoteTools, caller_of: Callable[[Server[Any, Any]], Ca
 
     @server.list_tools()
     async def list_tools() -> list[types.Tool]:
-        return [tool.definition() for tool in visible_tools(caller_of(server))]
+        return [tool.definition() for tool in visible_tools(session_of(server).caller)]
 
     # Arguments are validated by `FootnoteTools.call` (the SDK's tool cache is shared by all
     # callers, so its checks cannot be per caller), and the result is built here.
     @server.call_tool(validate_input=False)
     async def call_tool(name: str, arguments: dict[str, Any]) -> types.CallToolResult:
         try:
-            result = await tools.call(caller_of(server), name, arguments)
+            result = await tools.call(session_of(server), name, arguments)
         except Exception as exc:  # noqa: BLE001 - every failure is a tool error, one line
             return types.CallToolResult(
                 content=[types.TextContent(type="text", text=one_line(exc))], isError=True

@@ -29,7 +29,7 @@ from mcp.types import PARSE_ERROR
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from footnote.mcp.tools import Caller, FootnoteTools, ToolRefused, make_server
+from footnote.mcp.tools import FootnoteTools, McpSession, ToolRefused, make_server
 from footnote.server.bodies import BodyTooLarge, limited_body
 from footnote.server.credentials import CredentialsError, Unauthenticated
 from footnote.server.own_api import (
@@ -41,9 +41,10 @@ from footnote.server.own_api import (
     served_settings,
 )
 from footnote.server.settings import ContextRefused
+from footnote.store.types import Caller
 
-CALLER_KEY = "footnote.caller"
-"""Where the authenticated caller rides in the request's ASGI scope."""
+SESSION_KEY = "footnote.mcp_session"
+"""Where the authenticated caller's session rides in the request's ASGI scope."""
 MAX_BODY = 1_000_000
 """A JSON-RPC message: a tool call's arguments are a question, a query or a source's URL."""
 
@@ -66,9 +67,9 @@ class ServedAnswerer:
     """`ask` and the admin tools through the server's own API, as the caller."""
 
     async def answer(
-        self, caller: Caller, question: str, thread_id: str | None, index: str
+        self, session: McpSession, question: str, thread_id: str | None, index: str
     ) -> dict[str, Any]:
-        api = OwnApi(caller.base_url, caller.forward)
+        api = OwnApi(session.base_url, session.forward)
         try:
             if thread_id:  # one of the caller's: a run on any other id could create it
                 await api.get(f"/threads/{thread_id}")
@@ -82,8 +83,10 @@ class ServedAnswerer:
             raise ToolRefused(exc.detail) from None
         return {**output, "thread_id": thread}
 
-    async def manage(self, caller: Caller, request: dict[str, Any], index: str) -> dict[str, Any]:
-        api = OwnApi(caller.base_url, caller.forward)
+    async def manage(
+        self, session: McpSession, request: dict[str, Any], index: str
+    ) -> dict[str, Any]:
+        api = OwnApi(session.base_url, session.forward)
         run = {"assistant_id": "indexer", "input": request, "context": {"index_dir": index}}
         try:
             output = await api.post("/runs/wait", run)
@@ -92,12 +95,12 @@ class ServedAnswerer:
         return dict(output.get("result") or {})
 
 
-def _caller_of(server: Server[Any, Any]) -> Caller:
+def _session_of(server: Server[Any, Any]) -> McpSession:
     request = server.request_context.request
-    caller = getattr(request, "scope", {}).get(CALLER_KEY)
-    if not isinstance(caller, Caller):  # only `McpEndpoint` below makes requests reach here
+    session = getattr(request, "scope", {}).get(SESSION_KEY)
+    if not isinstance(session, McpSession):  # only `McpEndpoint` below makes requests reach here
         raise ToolRefused("this request was not authenticated")
-    return caller
+    return session
 
 
 async def _refuse(
@@ -162,7 +165,7 @@ class McpEndpoint:
             embeddings=settings.embeddings,
             stage=settings.search_stage,
         )
-        return make_server(tools, _caller_of)
+        return make_server(tools, _session_of)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -188,9 +191,11 @@ class McpEndpoint:
             if replay is None:
                 return
             receive = replay
-        caller = Caller(
-            groups=identity.groups,
-            admin=identity.admin and identity.method != "anonymous",
+        session = McpSession(
+            Caller(
+                groups=frozenset(identity.groups),  # `everyone` is in them already
+                admin=identity.admin and identity.method != "anonymous",
+            ),
             forward=credentials_of(headers),
             base_url=loopback_url(scope),
         )
@@ -198,4 +203,4 @@ class McpEndpoint:
         # lifespan (the runtimes differ there) has to start it.
         manager = StreamableHTTPSessionManager(app=self.server, stateless=True, json_response=True)
         async with manager.run():
-            await manager.handle_request({**scope, CALLER_KEY: caller}, receive, send)
+            await manager.handle_request({**scope, SESSION_KEY: session}, receive, send)

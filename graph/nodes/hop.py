@@ -19,7 +19,6 @@ from footnote.graph.search_tool import run_caller, search_documents
 from footnote.graph.state import (
     PartState,
 )
-from footnote.store.types import Caller
 from footnote.tools.retrieval import get_retriever
 
 
@@ -63,10 +62,8 @@ class HopNodes(ModelNodes):
     @staticmethod
     def _hop_plan(context: Context, state: PartState) -> hops.HopPlan | None:
         """The graph's hop from the part's evidence, for this run's caller."""
-        groups, admin = run_caller(context)
         retriever = get_retriever(context.index_dir, context.embeddings)
-        caller = Caller(groups=frozenset(groups), admin=admin)
-        return hops.plan_hop(retriever, caller, state.question, state.documents)
+        return hops.plan_hop(retriever, run_caller(context), state.question, state.documents)
 
     def _graph_hop(
         self, context: Context, state: PartState, runtime: Runtime[Context]
