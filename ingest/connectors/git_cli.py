@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import os
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -99,7 +100,8 @@ def run_git(
 def stream_git(
     where: Path, args: Sequence[str], *, timeout: float = GIT_TIMEOUT_S
 ) -> Iterator[bytes]:
-    """git's output line by line, so a reader may stop early (the process is then ended)."""
+    """git's output line by line, so a reader may stop early (the process is then ended).
+    It ends by itself after `timeout` seconds: what was read by then is what it gives."""
     try:
         process = subprocess.Popen(
             git_argv(where, args),
@@ -111,12 +113,16 @@ def stream_git(
     except FileNotFoundError:
         raise GitFailed("git is not installed (the git connector runs the git command)") from None
     assert process.stdout is not None
+    deadline = time.monotonic() + timeout
     try:
-        yield from process.stdout
+        for line in process.stdout:
+            if time.monotonic() > deadline:
+                return
+            yield line
     finally:
         process.kill()
         process.stdout.close()
-        process.wait(timeout=timeout)
+        process.wait()  # killed: it ends at once
 
 
 def last_line(stderr: bytes) -> str:
