@@ -191,6 +191,11 @@ def test_a_git_folder_outside_the_named_one_is_not_read(repo: Path, tmp_path: Pa
     inner = repo / "pkg"  # no repository of its own: git must not read the one above it
     summary = corpus.add(tmp_path / "index", [f"git+file://{inner}"])
     assert "not a git repository" in summary.failed[f"git+file://{inner}"]
+    pointer = tmp_path / "pointer"  # a `.git` file naming objects elsewhere
+    pointer.mkdir()
+    (pointer / ".git").write_text(f"gitdir: {repo / '.git'}\n")
+    summary = corpus.add(tmp_path / "index", [f"git+file://{pointer}"])
+    assert "outside the repository" in summary.failed[f"git+file://{pointer}"]
 
 
 def test_a_sync_killed_before_its_publish_resumes_from_the_last_checkpoint(
