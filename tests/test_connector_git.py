@@ -323,3 +323,34 @@ def test_removing_the_repository_forgets_it_and_its_documents(repo: Path, tmp_pa
     gone = corpus.remove(index, [source_of(repo)])
     assert sorted(gone.deleted) == ["README.md", "notes/ops.md", "pkg/keys.py"]
     assert corpus.sources(index)["sources"] == []
+
+
+def test_the_served_indexer_adds_a_repository_only_inside_the_operators_folders(
+    repo: Path, tmp_path: Path
+) -> None:
+    from footnote.graph.indexer import IndexerContext
+    from footnote.graph.indexer import graph as indexer_graph
+
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    inside = repo.rename(allowed / "handbook")
+    outside = tmp_path / "private"
+    outside.mkdir()
+    git(outside, "init", "-q")
+    commit(outside, {"salaries.md": "# Salaries\n\nThe pay bands of the team.\n"})
+    context = IndexerContext(
+        index_dir=str(tmp_path / "index"),
+        upload_dir=str(tmp_path / "uploads"),
+        source_roots=[str(allowed)],
+    )
+    admin: Any = {"configurable": {"langgraph_auth_user": {"identity": "root", "admin": True}}}
+    with pytest.raises(SourceRefused, match="outside the folders"):
+        indexer_graph.invoke(
+            {"action": "add", "sources": [source_of(outside)]}, admin, context=context
+        )
+    added = indexer_graph.invoke(
+        {"action": "add", "sources": [source_of(inside)]}, admin, context=context
+    )["result"]
+    assert added["added"] == 3 and not added["errors"]
+    listed = {s["id"] for s in corpus.sources(str(tmp_path / "index"))["sources"]}
+    assert listed == {source_of(inside)}
