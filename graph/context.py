@@ -11,7 +11,7 @@ from footnote.graph import prompts
 from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OfflineGrader, check_offline_grader
 from footnote.models.embedding_choice import check_setting
 from footnote.models.providers import ProviderProblem
-from footnote.store.backends import default_index
+from footnote.store.backends import resolve_index
 from footnote.tools.rerank import check_reranker
 
 
@@ -73,7 +73,7 @@ class Context:
         },
     )
     index_dir: str = field(
-        default_factory=default_index,
+        default_factory=resolve_index,
         metadata={
             "description": "Index directory built by `footnote ingest`. Defaults to "
             "$FOOTNOTE_INDEX, else .footnote/index."

@@ -31,7 +31,7 @@ from footnote.ingest.source_policy import (
     ServedSourcePolicy,
     roots_from_setting,
 )
-from footnote.store.backends import default_index, open_writer
+from footnote.store.backends import open_writer, resolve_index
 from footnote.store.types import IndexError_
 
 Action = Literal["add", "remove", "sync", "sources"]
@@ -74,7 +74,7 @@ class IndexerContext:
     """Set by the server's operator; a served caller cannot change any of it."""
 
     index_dir: str = field(
-        default_factory=default_index,
+        default_factory=resolve_index,
         metadata={"description": "The index to manage (a directory or a postgresql:// URL)."},
     )
     embeddings: str = field(default="", metadata={"description": "Must match the index."})

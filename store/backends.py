@@ -6,6 +6,7 @@ graph's context, the CLI and evaluation only ever name an index by that string.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,14 @@ DEFAULT_INDEX = ".footnote/index"
 """Where the index lives when neither the caller nor $FOOTNOTE_INDEX says."""
 
 
-def default_index() -> str:
-    return os.environ.get("FOOTNOTE_INDEX") or DEFAULT_INDEX
+def resolve_index(given: str | Path | None = None, env: Mapping[str, str] | None = None) -> str:
+    """The index meant: `given` when it names one, else $FOOTNOTE_INDEX (of `env`, by default
+    the process's), else DEFAULT_INDEX. The one home of that rule, for the command line's
+    --index, the graphs' contexts, the server's default index and the feedback store."""
+    if given:
+        return str(given)
+    env = os.environ if env is None else env
+    return env.get("FOOTNOTE_INDEX", "").strip() or DEFAULT_INDEX
 
 
 def is_postgres(location: str | Path) -> bool:

@@ -23,7 +23,7 @@ from footnote.evaluation.retrieval import (
     evaluate_stages,
     print_result,
 )
-from footnote.store.backends import default_index, is_postgres
+from footnote.store.backends import is_postgres, resolve_index
 from footnote.store.types import IndexError_
 
 
@@ -201,4 +201,4 @@ def cmd_answers(args: argparse.Namespace) -> int:
 
 
 def register(sub: Any) -> None:
-    add_eval_command(sub, default_index)
+    add_eval_command(sub, resolve_index)

@@ -15,9 +15,9 @@ INDEX_HELP = "index directory or postgresql:// URL (default: %(default)s)"
 
 def add_index_option(parser: argparse.ArgumentParser) -> None:
     """--index: the index a command reads or writes ($FOOTNOTE_INDEX, else .footnote/index)."""
-    from footnote.store.backends import default_index
+    from footnote.store.backends import resolve_index
 
-    parser.add_argument("--index", default=default_index(), help=INDEX_HELP)
+    parser.add_argument("--index", default=resolve_index(), help=INDEX_HELP)
 
 
 def add_index_filter(parser: argparse.ArgumentParser) -> None:

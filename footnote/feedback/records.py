@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from footnote.store.backends import is_postgres
+from footnote.store.backends import is_postgres, resolve_index
 
 FEEDBACK_DB_ENV = "FOOTNOTE_FEEDBACK_DB"
 SQLITE_NAME = "feedback.sqlite3"
@@ -87,7 +87,7 @@ def feedback_location(env: Mapping[str, str] | None = None, index: str | None = 
         return explicit
     if checkpoint := env.get("FOOTNOTE_CHECKPOINT_URL", "").strip():
         return checkpoint
-    index = index or env.get("FOOTNOTE_INDEX", "").strip() or ".footnote/index"
+    index = resolve_index(index, env)
     if is_postgres(index):
         return index
     return str(Path(index).resolve().parent / SQLITE_NAME)

@@ -34,7 +34,7 @@ from urllib.parse import urlsplit
 from footnote.graph.context import SEARCH_STAGES, Context
 from footnote.graph.grader import OFFLINE_GRADERS
 from footnote.store import jsonfile
-from footnote.store.backends import DEFAULT_INDEX, is_postgres
+from footnote.store.backends import is_postgres, resolve_index
 
 DEFAULT_INDEX_NAME = "default"
 _INDEX_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
@@ -93,7 +93,7 @@ class ServerSettings:
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> ServerSettings:
         env = os.environ if env is None else env
-        indexes = {DEFAULT_INDEX_NAME: _location(env.get("FOOTNOTE_INDEX") or DEFAULT_INDEX)}
+        indexes = {DEFAULT_INDEX_NAME: _location(resolve_index(env=env))}
         raw = env.get("FOOTNOTE_INDEXES", "").strip()
         if raw:
             try:
