@@ -22,7 +22,7 @@ from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
-from footnote.graph.search_tool import _served_user, _user_field
+from footnote.graph.search_tool import _served_user, _user_field, served_caller
 from footnote.ingest import audit, corpus
 from footnote.ingest.jobs import run_job
 from footnote.ingest.pipeline import DEFAULT_MAX_BYTES
@@ -32,7 +32,7 @@ from footnote.ingest.source_policy import (
     roots_from_setting,
 )
 from footnote.store.backends import open_writer, resolve_index
-from footnote.store.types import IndexError_
+from footnote.store.types import Caller, IndexError_
 
 Action = Literal["add", "remove", "sync", "sources"]
 UPLOAD_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._-]{0,120}")
@@ -285,26 +285,24 @@ def list_readable(state: LibraryState, runtime: Runtime[IndexerContext]) -> dict
     """Every signed-in caller sees the documents their groups may read (an admin: all, with
     each failure's reason)."""
     user = _served_user()
-    admin = user is None or _user_field(user, "admin") is True
-    groups = (_user_field(user, "groups") or []) if user is not None else []
+    caller = Caller.operator() if user is None else served_caller(user)
     listing = corpus.sources(_context(runtime).index_dir)
-    return {"documents": readable_documents(listing, groups, admin=admin)}
+    return {"documents": readable_documents(listing, caller)}
 
 
 READER_FIELDS = ("source", "chunks", "size", "ingested_at", "access")
 """What a reader who is not an admin learns of a document they may read."""
 
 
-def readable_documents(
-    listing: Mapping[str, Any], groups: Any, *, admin: bool
-) -> list[dict[str, Any]]:
-    """The documents of `corpus.sources(...)` a caller in `groups` may read: an admin all of
-    them, with every field; anyone else those shared with one of their groups, in brief."""
-    mine = set(groups)
+def readable_documents(listing: Mapping[str, Any], caller: Caller) -> list[dict[str, Any]]:
+    """The documents of `corpus.sources(...)` the caller may read: an admin all of them, with
+    every field; anyone else those shared with one of their groups, in brief."""
+    if caller.admin:
+        return list(listing["documents"])
     return [
-        doc if admin else {k: doc[k] for k in READER_FIELDS}
+        {k: doc[k] for k in READER_FIELDS}
         for doc in listing["documents"]
-        if admin or (doc["access"] and mine & set(doc["access"]) and not doc["restricted"])
+        if doc["access"] and not caller.groups.isdisjoint(doc["access"]) and not doc["restricted"]
     ]
 
 

@@ -58,6 +58,15 @@ def _user_field(user: Any, name: str) -> Any:
     return user.get(name) if isinstance(user, Mapping) else getattr(user, name, None)
 
 
+def served_caller(user: Any) -> Caller:
+    """The caller a server's authenticated user is: exactly its groups (authentication
+    already added `everyone`); a user without Footnote's fields is in no group."""
+    groups = _user_field(user, "groups")
+    if not isinstance(groups, list | tuple) or not all(isinstance(g, str) for g in groups):
+        groups = ()
+    return Caller.of_groups(groups, strict=True, admin=_user_field(user, "admin") is True)
+
+
 def run_caller(context: Context) -> Caller:
     """Who is asking in this run, made once for its searches to carry.
 
@@ -68,11 +77,7 @@ def run_caller(context: Context) -> Caller:
     """
     user = _served_user()
     if user is not None:
-        groups = _user_field(user, "groups")
-        if not isinstance(groups, list | tuple) or not all(isinstance(g, str) for g in groups):
-            groups = ()
-        # exactly the server's groups: its authentication already added `everyone`
-        return Caller.of_groups(groups, strict=True, admin=_user_field(user, "admin") is True)
+        return served_caller(user)
     groups, admin = context.user_groups, context.admin
     if not isinstance(admin, bool):
         raise TypeError(f"context field 'admin' must be true or false, not {admin!r}")

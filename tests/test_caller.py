@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from footnote.graph.context import Context
-from footnote.graph.search_tool import run_caller
+from footnote.graph.indexer import READER_FIELDS, readable_documents
+from footnote.graph.search_tool import run_caller, served_caller
 from footnote.mcp.tools import McpSession
 from footnote.store.types import EVERYONE, Caller, Chunk
 from footnote.tools.search import SearchRequest
@@ -67,3 +68,32 @@ def test_an_embedded_run_makes_one_caller_from_its_context() -> None:
     assert run_caller(Context(user_groups=["hr"])) == Caller(frozenset({"hr", EVERYONE}))
     strict = run_caller(Context(user_groups=["hr"], strict_groups=True, admin=True))
     assert strict == Caller(frozenset({"hr"}), admin=True)
+
+
+def test_a_served_user_is_exactly_its_groups_and_malformed_ones_are_none() -> None:
+    user = {"groups": ["hr", EVERYONE], "admin": True}
+    assert served_caller(user) == Caller(frozenset({"hr", EVERYONE}), admin=True)
+    assert served_caller({"groups": ["hr"]}) == Caller(frozenset({"hr"})), "nothing added"
+    assert served_caller({"groups": "hr", "admin": "yes"}) == Caller(frozenset())
+    assert served_caller({}) == Caller(frozenset())
+
+
+def test_the_library_lists_what_the_caller_may_read() -> None:
+    def document(source: str, access: list[str] | None, restricted: str | None = None) -> dict:
+        fields = dict.fromkeys(READER_FIELDS, 0)
+        return {**fields, "source": source, "access": access, "restricted": restricted}
+
+    listing = {
+        "documents": [
+            document("open.md", [EVERYONE]),
+            document("pay.md", ["hr"]),
+            document("bad.md", ["hr"], restricted="unreadable front matter"),
+            document("none.md", None),
+        ]
+    }
+    reader = readable_documents(listing, Caller.of_groups(["hr"]))
+    assert [d["source"] for d in reader] == ["open.md", "pay.md"]
+    assert all(set(d) == set(READER_FIELDS) for d in reader), "readers learn the brief fields"
+    everything = readable_documents(listing, Caller.operator())
+    assert everything == listing["documents"]
+    assert readable_documents(listing, Caller(frozenset())) == []

@@ -426,8 +426,7 @@ class FootnoteTools:
         self, session: McpSession, args: ListSourcesArguments, location: str
     ) -> ListSourcesResult:
         listing = await asyncio.to_thread(corpus.sources, location)
-        caller = session.caller
-        documents = readable_documents(listing, caller.groups, admin=caller.admin)
+        documents = readable_documents(listing, session.caller)
         return ListSourcesResult(
             index=args.index, documents=[SourceEntry.model_validate(d) for d in documents]
         )
