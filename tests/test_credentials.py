@@ -44,7 +44,11 @@ def test_key_file_round_trip(tmp_path: Path) -> None:
     alice = api_keys.lookup(keys["alice"])
     root = api_keys.lookup(keys["root"])
 
-    assert (alice.user, alice.groups, alice.admin) == ("alice", ("engineering", "everyone"), False)
+    assert (alice.user, alice.groups, alice.admin) == (
+        "alice",
+        ("engineering", "everyone", "user:alice"),
+        False,
+    )
     assert (root.user, root.admin) == ("root", True)
     assert oct(path.stat().st_mode & 0o777) == "0o600"
     assert all(key not in path.read_text() for key in keys.values())
@@ -142,7 +146,7 @@ def test_hs256_tokens_name_the_user_and_groups() -> None:
 
     assert (identity.user, identity.groups, identity.admin) == (
         "alice",
-        ("engineering", "everyone"),
+        ("engineering", "everyone", "user:alice"),
         False,
     )
 
@@ -186,8 +190,8 @@ def test_groups_claim_and_admin_group_are_configurable() -> None:
     admin = credentials.identify(f"Bearer {token({'roles': ['ops']})}", None)
     plain = credentials.identify(f"Bearer {token({'roles': ['hr']})}", None)
 
-    assert admin.admin and admin.groups == ("ops", "everyone")
-    assert not plain.admin and plain.groups == ("hr", "everyone")
+    assert admin.admin and admin.groups == ("ops", "everyone", "user:alice")
+    assert not plain.admin and plain.groups == ("hr", "everyone", "user:alice")
 
 
 def test_rs256_public_key_and_es256_jwks(tmp_path: Path) -> None:

@@ -194,7 +194,7 @@ def test_an_in_place_edit_of_the_same_size_with_the_old_mtime_is_noticed(tmp_pat
     path = tmp_path / "keys.json"
     keys = write_api_keys(path, {"alice": {"groups": ["engineering"]}})
     api_keys = ApiKeys(path)
-    assert api_keys.lookup(keys["alice"]).groups == ("engineering", "everyone")
+    assert api_keys.lookup(keys["alice"]).groups == ("engineering", "everyone", "user:alice")
     before = os.stat(path)
 
     revoked = path.read_text().replace(hash_key(keys["alice"]), "0" * 64)

@@ -5,7 +5,11 @@ auth handler (`footnote/server/auth.py`) and by anyone writing a key file (`writ
 
 Key file (`FOOTNOTE_API_KEYS=PATH`): a JSON object mapping the SHA-256 hex digest of each key
 to `{"user": "...", "groups": [...], "admin": false}`. Only digests are stored, so the file
-does not hold usable keys. Every served identity is also in the group `everyone`.
+does not hold usable keys. Every served identity is also in the group `everyone`, and an
+authenticated one in its own group `user:NAME`, so a document whose source names its readers
+(a GitHub repository's collaborators) is found by them alone. That group comes only from the
+authenticated name: a key file that lists a `user:` group is refused, and `user:` groups in
+a token's groups claim are dropped.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from footnote.store import jsonfile
 from footnote.store.types import EVERYONE, caller_groups
 
 ANONYMOUS = "anonymous"
+USER_GROUP_PREFIX = "user:"
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 _ENTRY_FIELDS = {"user", "groups", "admin"}
 
@@ -48,6 +53,12 @@ class Identity:
     method: str = "anonymous"
     """How the caller proved it: `api_key`, `jwt` or `anonymous`."""
 
+    def __post_init__(self) -> None:
+        """An authenticated caller is also in `user:<user>`, whatever groups it was given:
+        the group is made here, from the authenticated name, and never taken from a list."""
+        if self.method != "anonymous":
+            object.__setattr__(self, "groups", authenticated_groups(self.user, self.groups))
+
     @property
     def owner(self) -> str:
         """The name records are owned under: one namespace per issuer (`jwt:alice`)."""
@@ -55,8 +66,11 @@ class Identity:
 
     @property
     def scope(self) -> str:
-        """What this identity may see, as one comparable string (`admin`, or its groups)."""
-        return "admin" if self.admin else ",".join(sorted(self.groups))
+        """What this identity may see, as one comparable string (`admin`, or its groups).
+        Its own `user:` group is left out: the owner already names the user, and a thread or
+        rating made before callers carried that group keeps the scope it was made under."""
+        shared = (g for g in self.groups if not g.startswith(USER_GROUP_PREFIX))
+        return "admin" if self.admin else ",".join(sorted(shared))
 
     def as_user(self) -> dict[str, Any]:
         """The user dict the LangGraph server stores and injects into runs."""
@@ -77,6 +91,14 @@ ANONYMOUS_IDENTITY = Identity(user=ANONYMOUS)
 def with_everyone(groups: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     """Every served caller is in `everyone`: a signed-in user never sees less than anonymous."""
     return caller_groups(groups)
+
+
+def authenticated_groups(user: str, groups: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """An authenticated caller's groups: the given ones, `everyone`, and `user:<user>`, the
+    one group that names this caller alone (never taken from what the caller or its
+    credentials list; see the module's docstring)."""
+    given = [g for g in groups if not g.startswith(USER_GROUP_PREFIX)]
+    return (*with_everyone(given), f"{USER_GROUP_PREFIX}{user}")
 
 
 def hash_key(key: str) -> str:
@@ -146,6 +168,11 @@ def parse_key_file(text: str, where: str) -> dict[str, Identity]:
             raise CredentialsError(f"{label}: 'groups' must be a list of non-empty strings")
         if not isinstance(admin, bool):
             raise CredentialsError(f"{label}: 'admin' must be true or false")
+        if any(g.startswith(USER_GROUP_PREFIX) for g in groups):
+            raise CredentialsError(
+                f"{label}: 'groups' may not list a {USER_GROUP_PREFIX!r} group; the server "
+                f"gives each user their own {USER_GROUP_PREFIX}NAME"
+            )
         identities[digest] = Identity(
             user=user, groups=with_everyone(groups), admin=admin, method="api_key"
         )
@@ -323,6 +350,7 @@ class JwtVerifier:
         if not isinstance(groups, list) or not all(isinstance(g, str) and g for g in groups):
             raise Unauthenticated(f"token claim {self.groups_claim!r} must be a list of strings")
         admin = self.admin_group is not None and self.admin_group in groups
+        # an identity provider's group named `user:bob` is dropped: it never makes anyone bob
         return Identity(user=user, groups=with_everyone(groups), admin=admin, method="jwt")
 
 
