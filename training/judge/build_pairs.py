@@ -1,0 +1,309 @@
+"""Build the judge's training pairs from documentation that Debian packages install.
+
+    python3.11 training/judge/build_pairs.py [--out training/judge/data/pairs.jsonl]
+
+Reads HTML manuals (a heading and the text under it make one section) and writes
+(query, passage, label) rows to a JSONL file, with a fixed seed so a rerun gives the same file:
+
+- positives: a heading, or a question form of it ("What is X?", "How do I X?"), against its
+  own section (label 1);
+- hard negatives: a sibling section of the same page, and the best BM25 neighbour from another
+  page (label 0);
+- near-miss negatives: the query with one noun swapped for a WordNet co-hyponym ("sick leave"
+  -> "annual leave"), against the ORIGINAL section (label 0). This is the case a bi-encoder
+  cannot tell apart, and the one the judge exists for.
+
+Excluded on purpose, because they are (or hold) Footnote's evaluation sets and a judge trained on
+them would be measured on its own training data: the Python FAQ pages (`/faq/`), the Debian FAQ,
+R's documentation (kept for an outside check), and the repository's samples/handbook and
+benchmarks/questions text (never read here). A second file, `<out>.sources.json`, names the
+packages and versions read (from `dpkg-query -W`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import random
+import re
+import subprocess
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from pathlib import Path
+
+SEED = 41
+HERE = Path(__file__).resolve().parent
+WORDNET = Path("/usr/share/wordnet")
+
+SOURCES: dict[str, Path] = {
+    "python3-doc": Path("/usr/share/doc/python3.11/html"),
+    "postgresql-doc-15": Path("/usr/share/doc/postgresql-doc-15/html"),
+    "nodejs-doc": Path("/usr/share/doc/nodejs/api"),
+    "git-doc": Path("/usr/share/doc/git/html"),
+    "debian-reference-en": Path("/usr/share/doc/debian-reference-en/docs"),
+}
+EXCLUDED_PARTS = ("/faq/", "debian-faq", "/r-doc", "/R/")
+"""Path fragments never read: evaluation sets (Python FAQ, Debian FAQ) and R's manuals."""
+
+SKIPPED_TAGS = {"script", "style", "nav", "head", "pre"}
+SKIPPED_MARKERS = ("sphinxsidebar", "related", "footer", "navheader", "navfooter", "toc",
+                   "column2", "headerlink", "toolbar", "api_stability")  # fmt: skip
+VOID_TAGS = {"br", "img", "hr", "meta", "link", "input", "wbr", "col", "area", "base", "source"}
+HEADINGS = {"h1", "h2", "h3", "h4"}
+SILENT_E_STEMS = ("at", "iz", "is", "us", "ov", "ur", "uc", "ag", "ar", "id", "rib", "iv")
+"""Gerund stems that take their 'e' back: creat(ing) -> create, configur(ing) -> configure."""
+PASSAGE_WORDS = 120
+"""Words kept per passage: enough for the answer, short enough to train on 2 cores."""
+# fmt: off
+STOPWORDS = frozenset({
+    "a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "be", "with", "by",
+    "as", "at", "from", "how", "do", "i", "what", "it", "this", "that", "does", "can", "using",
+    "use", "your", "you", "my",
+})
+# fmt: on
+
+
+@dataclass
+class Section:
+    page: str
+    heading: str
+    text: str
+
+
+class SectionParser(HTMLParser):
+    """Heading -> the text under it, skipping navigation, sidebars, scripts and code blocks."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.sections: list[tuple[str, list[str]]] = []
+        self._skip_depth = 0
+        self._stack: list[bool] = []
+        self._heading: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in VOID_TAGS:
+            return
+        marks = " ".join(v or "" for k, v in attrs if k in ("class", "id", "role"))
+        skip = tag in SKIPPED_TAGS or any(m in marks for m in SKIPPED_MARKERS)
+        self._stack.append(skip)
+        self._skip_depth += skip
+        if tag in HEADINGS and not self._skip_depth:
+            self._heading = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in VOID_TAGS or not self._stack:
+            return
+        if tag in HEADINGS and self._heading is not None:
+            self.sections.append((" ".join(self._heading), []))
+            self._heading = None
+        self._skip_depth -= self._stack.pop()
+
+    def handle_data(self, data: str) -> None:
+        if self._skip_depth:
+            return
+        if self._heading is not None:
+            self._heading.append(data)
+        elif self.sections:
+            self.sections[-1][1].append(data)
+
+
+def clean_heading(raw: str) -> str:
+    text = re.sub(r"\s+", " ", raw.replace("¶", "")).strip()
+    text = re.sub(r"^(Chapter|Appendix)?\s*[\dA-Z]+(\.\d+)*\.?\s+", "", text)
+    return text.strip(" #:")
+
+
+def read_page(path: Path) -> str:
+    data = path.read_bytes()
+    if path.suffix == ".gz":
+        data = gzip.decompress(data)
+    return data.decode("utf-8", errors="replace")
+
+
+def sections_of(package: str, root: Path) -> Iterator[Section]:
+    pages = sorted(p for p in root.rglob("*.html*") if p.suffix in (".html", ".gz"))
+    for page in pages:
+        if any(part in str(page) for part in EXCLUDED_PARTS):
+            continue
+        parser = SectionParser()
+        parser.feed(read_page(page))
+        for raw_heading, parts in parser.sections:
+            heading = clean_heading(raw_heading)
+            words = " ".join(parts).split()
+            if len(re.findall(r"[A-Za-z]{3,}", heading)) < 2 or len(words) < 25:
+                continue
+            yield Section(f"{package}:{page.relative_to(root)}", heading,
+                          " ".join(words[:PASSAGE_WORDS]))  # fmt: skip
+
+
+def terms(text: str) -> list[str]:
+    return [w for w in re.findall(r"[a-z0-9_]+", text.lower()) if w not in STOPWORDS]
+
+
+class BM25:
+    """A small inverted-index BM25 (k1=1.2, b=0.75): rank_bm25 scans every document per term."""
+
+    def __init__(self, documents: list[str]) -> None:
+        self.lengths = [len(terms(d)) for d in documents]
+        self.average = sum(self.lengths) / max(len(documents), 1)
+        self.postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for i, doc in enumerate(documents):
+            for term, count in Counter(terms(doc)).items():
+                self.postings[term].append((i, count))
+        self.count = len(documents)
+
+    def top(self, query: str, k: int) -> list[int]:
+        scores: dict[int, float] = defaultdict(float)
+        for term in sorted(set(terms(query))):  # a fixed order: sums, hence ties, repeat
+            posting = self.postings.get(term, [])
+            if not posting or len(posting) > self.count // 10:
+                continue  # too common to tell sections apart, and slow
+            idf = math.log(1 + (self.count - len(posting) + 0.5) / (len(posting) + 0.5))
+            for i, tf in posting:
+                norm = tf + 1.2 * (0.25 + 0.75 * self.lengths[i] / self.average)
+                scores[i] += idf * tf * 2.2 / norm
+        return sorted(scores, key=lambda i: (-scores[i], i))[:k]
+
+
+class WordNet:
+    """Noun co-hyponyms read straight from WordNet's index.noun and data.noun."""
+
+    def __init__(self, root: Path = WORDNET) -> None:
+        self.first_sense: dict[str, str] = {}
+        for line in (root / "index.noun").read_text(encoding="utf-8").splitlines():
+            if line.startswith(" "):
+                continue
+            fields = line.split()
+            pointer_count = int(fields[3])
+            offsets = fields[6 + pointer_count :]
+            if offsets:
+                self.first_sense[fields[0]] = offsets[0]
+        self.synsets: dict[str, tuple[list[str], list[str], list[str]]] = {}
+        for line in (root / "data.noun").read_text(encoding="utf-8").splitlines():
+            if line.startswith(" "):
+                continue
+            fields = line.split(" | ")[0].split()
+            lemma_count = int(fields[3], 16)
+            lemmas = [fields[4 + 2 * i].lower() for i in range(lemma_count)]
+            at = 4 + 2 * lemma_count
+            pointers = fields[at + 1 : at + 1 + 4 * int(fields[at])]
+            hypernyms = [pointers[i + 1] for i in range(0, len(pointers), 4) if pointers[i] == "@"]
+            hyponyms = [pointers[i + 1] for i in range(0, len(pointers), 4) if pointers[i] == "~"]
+            self.synsets[fields[0]] = (lemmas, hypernyms, hyponyms)
+
+    def co_hyponyms(self, lemma: str) -> list[str]:
+        offset = self.first_sense.get(lemma)
+        if offset is None:
+            return []
+        own = set(self.synsets[offset][0])
+        found: list[str] = []
+        for parent in self.synsets[offset][1]:
+            for sibling in self.synsets[parent][2]:
+                if sibling != offset:
+                    found.extend(w for w in self.synsets[sibling][0][:1] if w not in own)
+        return [re.sub(r"\(.*\)$", "", w).replace("_", " ") for w in found]
+
+
+def question_forms(heading: str, rng: random.Random) -> list[str]:
+    lower = heading[0].lower() + heading[1:]
+    first, _, rest = lower.partition(" ")
+    forms = [heading, f"What is {lower}?", f"Tell me about {lower}."]
+    if first.endswith("ing") and len(first) > 5 and rest:
+        verb = first[:-3]
+        if verb[-1] == verb[-2] and verb[-1] not in "lsz":
+            verb = verb[:-1]  # running -> run
+        elif verb.endswith(SILENT_E_STEMS):
+            verb += "e"  # creating -> create
+        forms.append(f"How do I {verb} {rest}?")
+    if heading.endswith("?"):
+        forms = [heading]
+    return rng.sample(forms, k=min(2, len(forms)))
+
+
+def near_miss(query: str, passage: str, wordnet: WordNet, rng: random.Random) -> str | None:
+    """The query with one noun (a two-word compound first) swapped for a co-hyponym absent
+    from the passage, so the passage no longer answers it."""
+    words = re.findall(r"[A-Za-z]+", query)
+    spans = [" ".join(words[i : i + 2]) for i in range(len(words) - 1)] + words
+    passage_lower = passage.lower()
+    for span in spans:
+        key = span.lower().replace(" ", "_")
+        if key in STOPWORDS or len(key) < 4:
+            continue
+        options = [
+            w for w in wordnet.co_hyponyms(key)
+            if w.lower() not in passage_lower and span.lower() not in w.lower()
+        ]  # fmt: skip
+        if options:
+            swapped = rng.choice(sorted(options))
+            return re.sub(re.escape(span), swapped, query, count=1, flags=re.IGNORECASE)
+    return None
+
+
+def packages_read() -> dict[str, str]:
+    names = list(SOURCES) + ["wordnet-base"]
+    out = subprocess.run(["dpkg-query", "-W", *names], capture_output=True, text=True, check=True)
+    return dict(line.split("\t", 1) for line in out.stdout.strip().splitlines())
+
+
+def build(out: Path) -> dict[str, int]:
+    rng = random.Random(SEED)
+    sections = [s for pkg, root in SOURCES.items() if root.is_dir() for s in sections_of(pkg, root)]
+    passages = [f"{s.heading}\n{s.text}" if rng.random() < 0.5 else s.text for s in sections]
+    bm25 = BM25([f"{s.heading} {s.text}" for s in sections])
+    wordnet = WordNet()
+    by_page: dict[str, list[int]] = defaultdict(list)
+    for i, s in enumerate(sections):
+        by_page[s.page].append(i)
+    rows: list[dict[str, object]] = []
+    counts: Counter[str] = Counter()
+
+    def add(query: str, passage_index: int, label: int, kind: str) -> None:
+        rows.append({"query": query, "passage": passages[passage_index], "label": label,
+                     "kind": kind})  # fmt: skip
+        counts[kind] += 1
+
+    for i, section in enumerate(sections):
+        queries = question_forms(section.heading, rng)
+        for query in queries:
+            add(query, i, 1, "positive")
+        siblings = [j for j in by_page[section.page] if sections[j].heading != section.heading]
+        if siblings:
+            add(rng.choice(queries), rng.choice(siblings), 0, "sibling")
+        # a same-named section on another page may well answer the query: not a negative
+        neighbours = [
+            j for j in bm25.top(section.heading, 5)
+            if sections[j].page != section.page
+            and sections[j].heading.lower() != section.heading.lower()
+        ]  # fmt: skip
+        if neighbours:
+            add(rng.choice(queries), neighbours[0], 0, "bm25")
+        for query in queries:
+            swapped = near_miss(query, passages[i], wordnet, rng)
+            if swapped:
+                add(swapped, i, 0, "near_miss")
+    rng.shuffle(rows)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with out.open("w", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+    sources = {"packages": packages_read(), "excluded": list(EXCLUDED_PARTS), "seed": SEED,
+               "sections": len(sections), "pairs": dict(counts)}  # fmt: skip
+    out.with_suffix(".sources.json").write_text(json.dumps(sources, indent=2) + "\n")
+    return dict(counts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, default=HERE / "data" / "pairs.jsonl")
+    args = parser.parse_args()
+    print(json.dumps(build(args.out)))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
