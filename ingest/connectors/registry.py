@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from footnote.ingest.connectors import git
+from footnote.ingest.connectors import git, github
 from footnote.ingest.connectors.base import Connector, ConnectorError
 from footnote.models.embedding_choice import record_key, state_dir
 from footnote.store.backends import is_postgres
@@ -86,6 +86,7 @@ KINDS: dict[str, ConnectorKind] = {
     scheme: ConnectorKind(_git_identify, _git_served, _git_open) for scheme in git.SCHEMES
 }
 """Scheme -> the connector that reads it."""
+KINDS[github.SCHEME] = ConnectorKind(github.identify, github.served, github.open_connector)
 
 
 def scheme_of(value: str) -> str | None:
