@@ -316,9 +316,15 @@ def cmd_sources(args: argparse.Namespace) -> int:
 
 
 def _checkpoint_text(checkpoint: dict[str, Any]) -> str:
-    """Where a connector source stood at its last sync: `commit 1a2b3c4d5e6f, synced ...`."""
+    """Where a connector source stood at its last sync: `commit 1a2b3c4d5e6f, synced ...`
+    for a repository, `updated 2026-11-02T09:10:00Z, synced ...` for an issue tracker."""
     cursor = str(checkpoint.get("cursor") or "")
-    return f"commit {cursor[:12]}, synced {checkpoint.get('reached_at') or 'unknown'}"
+    where = (
+        f"commit {cursor[:12]}"
+        if "commit" in (checkpoint.get("detail") or {})
+        else f"updated {cursor}"
+    )
+    return f"{where}, synced {checkpoint.get('reached_at') or 'unknown'}"
 
 
 def _document_line(doc: dict[str, Any]) -> str:
