@@ -21,6 +21,7 @@ from footnote.graph.indexer import graph as indexer_graph
 from footnote.ingest import corpus
 from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.github import GithubConnector, parse_source, served
+from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
@@ -282,11 +283,43 @@ def test_without_pygithub_the_error_names_the_extra(
         connector.full_load()
 
 
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        ('{"github:octo": ["alice"]}', "expected an object like"),
+        ('{"github:octo": ""}', "expected an object like"),
+        ("[]", "expected an object like"),
+        ("{not json", "not valid JSON"),
+        (None, "cannot be read"),
+    ],
+)
 def test_a_malformed_identity_map_fails_the_sync_in_one_line(
-    stub: GithubStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    stub: GithubStub,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    content: str | None,
+    reason: str,
 ) -> None:
     bad = tmp_path / "bad.json"
-    bad.write_text('{"github:octo": ["alice"]}')
+    if content is not None:
+        bad.write_text(content)
     monkeypatch.setenv("FOOTNOTE_IDENTITY_MAP", str(bad))
     summary = corpus.add(tmp_path / "index", [SOURCE], allow_private=True)
-    assert "FOOTNOTE_IDENTITY_MAP" in summary.failed[SOURCE] and not summary.added
+    assert not summary.added
+    assert summary.failed[SOURCE].startswith("$FOOTNOTE_IDENTITY_MAP (")
+    assert reason in summary.failed[SOURCE]
+
+
+def test_a_served_admin_adds_a_repository_but_not_its_api_or_token(
+    stub: GithubStub, tmp_path: Path
+) -> None:
+    context = IndexerContext(
+        index_dir=str(tmp_path / "index"), upload_dir=str(tmp_path / "uploads"), allow_private=True
+    )
+    admin: Any = {"configurable": {"langgraph_auth_user": {"identity": "root", "admin": True}}}
+    with pytest.raises(SourceRefused, match="a served add cannot set api= or token="):
+        indexer_graph.invoke(
+            {"action": "add", "sources": [f"{SOURCE}?api={stub.base}"]}, admin, context=context
+        )
+    added = indexer_graph.invoke({"action": "add", "sources": [SOURCE]}, admin, context=context)
+    assert added["result"]["added"] == 5 and not added["result"]["errors"]

@@ -40,13 +40,14 @@ class IdentityMap:
         try:
             with path.open("rb") as handle:
                 raw = handle.read(_MAX_BYTES + 1)
-            if len(raw) > _MAX_BYTES:
-                raise ConnectorError(f"{where}: larger than {_MAX_BYTES} bytes")
+        except OSError as exc:
+            raise ConnectorError(f"{where}: cannot be read ({exc.strerror})") from None
+        if len(raw) > _MAX_BYTES:
+            raise ConnectorError(f"{where}: larger than {_MAX_BYTES} bytes")
+        try:
             data = jsonfile.loads(raw.decode("utf-8"))
-        except (OSError, UnicodeDecodeError, ValueError) as exc:
-            if isinstance(exc, ConnectorError):
-                raise
-            raise ConnectorError(f"{where}: cannot be read as JSON ({exc})") from None
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise ConnectorError(f"{where}: not valid JSON ({exc})") from None
         if not isinstance(data, dict) or not all(
             isinstance(k, str) and ":" in k and isinstance(v, str) and v.strip()
             for k, v in data.items()
