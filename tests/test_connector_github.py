@@ -159,6 +159,7 @@ def test_collaborators_that_cannot_be_read_make_the_documents_no_ones(
     assert "(403)" in summary.restricted["acme/vault/issues/1"]
     assert hits(index, "wombat", "user:alice", "engineering") == []
     assert hits(index, "wombat"), "an admin still sees them"
+    assert len(corpus.sync(index, allow_private=True).restricted) == 5, "listed at every sync"
 
 
 def test_a_public_repository_is_read_by_everyone(stub: GithubStub, tmp_path: Path) -> None:
