@@ -18,7 +18,14 @@ from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
 from footnote.ingest.options import IngestOptions, RunScope
 from footnote.ingest.pipeline import update_index
-from footnote.ingest.roots import SourceRoot, connector_scheme, is_url, read_roots, root_for
+from footnote.ingest.roots import (
+    CONNECTOR_KINDS,
+    SourceRoot,
+    connector_scheme,
+    is_url,
+    read_roots,
+    root_for,
+)
 from footnote.ingest.run import live_state
 from footnote.ingest.summary import IngestSummary
 from footnote.store.backends import open_writer
@@ -96,7 +103,7 @@ def remove(
             if record.root == root.id
             and record.origin
             and owned(source, record)
-            and root.kind in ("folder", "file", "git")
+            and root.kind in ("folder", "file", *CONNECTOR_KINDS)
             and record.origin not in root.exclude
         )
         if extra:

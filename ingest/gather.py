@@ -16,7 +16,7 @@ from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParseError
 from footnote.ingest.options import IngestOptions, RunScope
 from footnote.ingest.parsers import parse_bytes, unsupported_reason
-from footnote.ingest.roots import SourceRoot, merge_roots
+from footnote.ingest.roots import CONNECTOR_KINDS, SourceRoot, merge_roots
 from footnote.ingest.summary import IngestSummary
 from footnote.store.base import PreviousState
 
@@ -274,7 +274,7 @@ def gather_candidates(
             got = _file_root_candidates(root, boundary, summary, options.limits.max_bytes)
         elif root.kind in ("url", "site"):
             got = _page_candidates(root, previous, summary, options)
-        elif root.kind == "git":
+        elif root.kind in CONNECTOR_KINDS:
             got = _connector_candidates(root, previous, summary, options, reread)
         elif scope.documents and root.id in scope.documents:
             got = scope.documents[root.id]

@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["folder", "file", "url", "site", "documents", "git"]
+Kind = Literal["folder", "file", "url", "site", "documents", "git", "github"]
+CONNECTOR_KINDS: tuple[Kind, ...] = ("git", "github")
+"""The kinds a connector reads (ingest/connectors/registry.py names each by its scheme)."""
 
 
 @dataclass(kw_only=True)
@@ -89,8 +91,9 @@ def root_for(
     if connector_scheme(text) is not None:
         from footnote.ingest.connectors.registry import kind_of
 
-        kind: Kind = "git"
-        root_id, label = kind_of(text).identify(text)
+        connector = kind_of(text)
+        kind: Kind = next(k for k in CONNECTOR_KINDS if k == connector.name)
+        root_id, label = connector.identify(text)
     elif is_url(text):
         kind = "site" if crawl else "url"
         label = text.split("://", 1)[1].split("/", 1)[0]
@@ -109,7 +112,7 @@ def root_for(
         include=list(include or []),
         exclude=list(exclude or []),
         crawl=dict(crawl or {}),
-        allow_private=allow_private and (is_url(text) or kind == "git"),
+        allow_private=allow_private and (is_url(text) or kind in CONNECTOR_KINDS),
         added_at=now(),
     )
 

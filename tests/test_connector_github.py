@@ -215,7 +215,9 @@ def test_the_token_is_in_no_output_file_or_audit_line(
         run_cli("sources", "--json", "--index", index),
     ]
     assert all(o.returncode == 0 for o in outputs), [o.stderr for o in outputs]
-    assert f"github://acme/vault (5 documents, updated {stamp(10)}, synced" in outputs[1].stdout
+    assert (
+        f"github github://acme/vault (5 documents, updated {stamp(10)}, synced" in outputs[1].stdout
+    ), "listed as a GitHub source, not a repository"
     assert all(TOKEN not in o.stdout + o.stderr for o in outputs)
     context = IndexerContext(
         index_dir=str(index), upload_dir=str(tmp_path / "uploads"), allow_private=True

@@ -16,6 +16,7 @@ EXAMPLES = """examples:
   footnote add https://example.com/docs/ --crawl --max-pages 200 --index .footnote/index
   footnote add git+file:///srv/repo --access engineering --index .footnote/index
   footnote add git+https://github.com/org/handbook.git --index .footnote/index
+  GITHUB_TOKEN=... footnote add github://org/repo --index .footnote/index
   footnote sources --index .footnote/index --json
   footnote remove 'drafts/*' --index .footnote/index
   footnote sync --index .footnote/index --watch
@@ -77,14 +78,16 @@ def _common(p: argparse.ArgumentParser, *, writes: bool = True) -> None:
 def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add",
-        help="add or update sources (folders, files, URLs, sites, git repositories) and "
-        "index what they give",
+        help="add or update sources (folders, files, URLs, sites, git repositories, GitHub "
+        "issues) and index what they give",
         description="Add these sources to the index, or update how they are read, and index "
         "what they give. Documents of other sources are never touched. A git repository is "
         "git+file:///ABSOLUTE/PATH (read in place) or a clone URL, git+https://HOST/PATH or "
         "git+ssh://HOST/PATH (fetched into a private cache beside the index): its tracked "
         "files at HEAD of the default branch, cited by file and line at the commit; `sync` "
-        "reads only the files changed since (docs/connectors.md).",
+        "reads only the files changed since. github://OWNER/REPO reads its issues and pull "
+        "requests with their comments (token from $GITHUB_TOKEN; readers from the "
+        "repository's collaborators and teams), see docs/connectors.md.",
         epilog=EXAMPLES,
         formatter_class=_FORMAT,
     )

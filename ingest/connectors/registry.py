@@ -40,6 +40,8 @@ class Opening:
 
 @dataclass(frozen=True)
 class ConnectorKind:
+    name: str
+    """What `footnote sources` calls its sources (the source list's `kind`)."""
     identify: Callable[[str], tuple[str, str]]
     """value -> (the source's id, its label); ConnectorError for a malformed value."""
     served: Callable[[str, Callable[[str], str]], str]
@@ -83,10 +85,12 @@ def _git_open(opening: Opening) -> Connector:
 
 
 KINDS: dict[str, ConnectorKind] = {
-    scheme: ConnectorKind(_git_identify, _git_served, _git_open) for scheme in git.SCHEMES
+    scheme: ConnectorKind("git", _git_identify, _git_served, _git_open) for scheme in git.SCHEMES
 }
 """Scheme -> the connector that reads it."""
-KINDS[github.SCHEME] = ConnectorKind(github.identify, github.served, github.open_connector)
+KINDS[github.SCHEME] = ConnectorKind(
+    "github", github.identify, github.served, github.open_connector
+)
 
 
 def scheme_of(value: str) -> str | None:
