@@ -1,0 +1,126 @@
+"""The judge: Footnote's own cross-encoder, scoring how well a passage answers a question.
+
+A bi-encoder compares two vectors made apart, so it cannot tell "How much annual leave?" from
+"How much parental leave?" against the annual-leave section (issue 41 measured AUC 0.67). A
+cross-encoder reads the question and the passage together. This one was trained by
+training/judge/ (MiniLM fine-tuned on Debian-shipped manuals, WordNet near misses) and ships as
+an ONNX file run on onnxruntime + tokenizers: no torch in the product.
+
+The model file is untrusted until checked: its size and sha256 must match MANIFEST.json beside
+it, and the bytes that were checked are the bytes loaded, so a tampered or truncated file is
+refused with one clear error and never reaches onnxruntime.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import re
+import threading
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+JUDGE_DIR = Path(str(resources.files("footnote.models") / "data" / "judge"))
+TOKENIZER = "minilm_tokenizer.json"
+INPUTS = ("input_ids", "attention_mask", "token_type_ids")
+SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+\.onnx")
+BATCH_SIZE = 16
+
+
+class JudgeModelError(RuntimeError):
+    """The judge's model is missing, damaged, or not the file its manifest names."""
+
+
+def _read_manifest(directory: Path) -> dict[str, Any]:
+    path = directory / "MANIFEST.json"
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise JudgeModelError(f"cannot read the judge's manifest {path}: {exc}") from None
+    valid = (
+        isinstance(manifest, dict)
+        and isinstance(manifest.get("file"), str)
+        and SAFE_FILE_NAME.fullmatch(manifest["file"]) is not None
+        and isinstance(manifest.get("sha256"), str)
+        and re.fullmatch(r"[0-9a-f]{64}", manifest["sha256"]) is not None
+        and isinstance(manifest.get("size"), int)
+        and isinstance(manifest.get("max_length"), int)
+        and 16 <= manifest["max_length"] <= 512
+    )
+    if not valid:
+        raise JudgeModelError(f"the judge's manifest {path} is malformed: refusing the model")
+    return manifest
+
+
+def verified_model(directory: Path) -> tuple[bytes, dict[str, Any]]:
+    """The model's bytes and manifest, once the bytes match the manifest's size and sha256."""
+    manifest = _read_manifest(directory)
+    path = directory / manifest["file"]
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise JudgeModelError(f"cannot read the judge model {path}: {exc}") from None
+    if len(data) != manifest["size"] or hashlib.sha256(data).hexdigest() != manifest["sha256"]:
+        raise JudgeModelError(
+            f"the judge model {path} does not match the checksum in its MANIFEST.json "
+            "(tampered with or truncated): refusing to load it; reinstall footnote-rag"
+        )
+    return data, manifest
+
+
+class Judge:
+    """Scores (question, passage) pairs: a logit, higher when the passage answers.
+
+    Deterministic: pairs are scored in their given order in fixed-size batches on a fixed
+    thread count, so the same input gives identical scores.
+    """
+
+    def __init__(self, directory: Path | None = None, threads: int = 2) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        data, self.manifest = verified_model(directory or JUDGE_DIR)
+        spec = (resources.files("footnote.models") / "data" / TOKENIZER).read_text("utf-8")
+        self._tokenizer = Tokenizer.from_str(spec)
+        self._tokenizer.enable_truncation(
+            max_length=self.manifest["max_length"], strategy="only_second"
+        )
+        self._tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        try:
+            self._session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own untyped errors
+            raise JudgeModelError(f"onnxruntime cannot load the judge model: {exc}") from None
+        self._lock = threading.Lock()
+
+    def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """One float32 logit per (question, passage) pair, in the pairs' order."""
+        out = np.zeros(len(pairs), dtype=np.float32)
+        for start in range(0, len(pairs), BATCH_SIZE):
+            batch = list(pairs[start : start + BATCH_SIZE])
+            with self._lock:  # the tokenizer's padding state is shared
+                encoded = self._tokenizer.encode_batch(batch)
+            feed = {
+                name: np.array([getattr(e, attr) for e in encoded], dtype=np.int64)
+                for name, attr in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)
+            }
+            out[start : start + len(batch)] = self._session.run(["logit"], feed)[0]
+        return out
+
+    def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        """The question against each passage: one logit per passage."""
+        return self.score_pairs([(question, passage) for passage in passages])
+
+
+@functools.lru_cache(maxsize=1)
+def load_judge() -> Judge:
+    """The shipped judge, loaded (and verified) once per process."""
+    return Judge()
