@@ -44,8 +44,10 @@ class CrossEncoder(torch.nn.Module):
         return self.head(states[:, 0]).squeeze(-1)
 
 
-def load_base() -> CrossEncoder:
-    config = BertConfig.from_pretrained(str(BASE))
+def load_base(attention: str = "sdpa") -> CrossEncoder:
+    """The base encoder with a fresh head; export.py asks for "eager" attention, whose padding
+    mask survives ONNX tracing (sdpa's was traced as a constant and ignored the padding)."""
+    config = BertConfig.from_pretrained(str(BASE), attn_implementation=attention)
     encoder = BertModel.from_pretrained(str(BASE), config=config, add_pooling_layer=False)
     return CrossEncoder(encoder)
 
