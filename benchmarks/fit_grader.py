@@ -53,6 +53,7 @@ from footnote.graph.grader import (
     features,
     linear_score,
 )
+from footnote.store.types import Caller
 from footnote.tools.documents import Candidate, Evidence, retrieve_candidates, with_token_recall
 from footnote.tools.search import SearchRequest
 
@@ -87,7 +88,9 @@ def collect(dataset_dir: Path, seed: int, share: float) -> dict[str, Any]:
         question = prepared.dataset.queries[qid]
         candidates = with_token_recall(
             retrieve_candidates(
-                SearchRequest(query=question, index_dir=index, k=RETRIEVE_K, admin=True),
+                SearchRequest(
+                    query=question, index_dir=index, k=RETRIEVE_K, caller=Caller.operator()
+                ),
                 question=question,
             ),
             question,
@@ -115,7 +118,6 @@ def collect_handbook(questions_file: Path = HANDBOOK_QUESTIONS) -> dict[str, Any
     an index of samples/handbook made in a temporary directory, each question in its scope."""
     import tempfile
 
-    from footnote.graph.search_tool import caller_groups
     from footnote.ingest.pipeline import ingest
 
     spec = json.loads(questions_file.read_text(encoding="utf-8"))
@@ -125,11 +127,11 @@ def collect_handbook(questions_file: Path = HANDBOOK_QUESTIONS) -> dict[str, Any
         ingest([HANDBOOK], index)
         asked = [(q, True) for q in spec["answerable"]] + [(q, False) for q in spec["unanswerable"]]
         for n, (q, answerable) in enumerate(asked):
-            groups = caller_groups(q.get("groups", []), strict=q.get("strict_groups", False))
+            caller = Caller.of_groups(q.get("groups", []), strict=q.get("strict_groups", False))
             candidates = with_token_recall(
                 retrieve_candidates(
                     SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
-                                  user_groups=groups),
+                                  caller=caller),
                     question=q["question"],
                 ),
                 q["question"],

@@ -27,9 +27,9 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from footnote.graph.search_tool import caller_groups  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.embeddings import load_embeddings  # noqa: E402
+from footnote.store.types import Caller  # noqa: E402
 from footnote.tools.documents import embedding_text_of, retrieve_candidates  # noqa: E402
 from footnote.tools.search import SearchRequest  # noqa: E402
 
@@ -74,9 +74,9 @@ def questions() -> list[tuple[dict[str, Any], bool]]:
 def measure(index: Path, embedders: dict[str, Embed]) -> dict[str, Any]:
     best: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in embedders}
     for q, answerable in questions():
-        groups = caller_groups(q.get("groups", []), strict=q.get("strict_groups", False))
+        caller = Caller.of_groups(q.get("groups", []), strict=q.get("strict_groups", False))
         request = SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
-                                user_groups=groups)  # fmt: skip
+                                caller=caller)  # fmt: skip
         candidates = retrieve_candidates(request, question=q["question"])
         if not candidates or (
             answerable

@@ -40,6 +40,7 @@ from footnote.evaluation.retrieval import prepare_index
 from footnote.graph import support
 from footnote.graph.citations import strip_citation_marks
 from footnote.store.text import keyword_tokens, split_sentences
+from footnote.store.types import Caller
 from footnote.tools.documents import retrieve_documents
 from footnote.tools.retrieval import get_retriever
 from footnote.tools.search import SearchRequest
@@ -103,7 +104,9 @@ def build_claims(dataset_dir: Path) -> list[dict[str, Any]]:
     for qid, question in sorted(prepared.dataset.queries.items()):
         gold_ids = set(prepared.dataset.qrels[qid])
         docs = retrieve_documents(
-            SearchRequest(query=question, index_dir=prepared.index_dir, k=8, admin=True)
+            SearchRequest(
+                query=question, index_dir=prepared.index_dir, k=8, caller=Caller.operator()
+            )
         )
         is_gold = [prepared.source_to_id.get(d.metadata["source"]) in gold_ids for d in docs]
         gold = next((d for d, g in zip(docs, is_gold, strict=True) if g), None)
