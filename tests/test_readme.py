@@ -66,13 +66,14 @@ EXPECTED: list[tuple[str, int, str]] = [
         0,
         "  added: HOST/docs/index.html: new in its source",
     ),
+    ("footnote add git+file:///srv/repo", 0, "  added: repo/deploy.py: new in its source"),
     ("footnote sources", 0, "  site https://example.com/docs/ (2 documents, private addresses"),
     ("footnote remove docs/ vpn.md", 0, "  deleted: vpn.md: removed by `footnote remove`"),
-    ("footnote sync", 0, ".footnote/index: 0 added, 0 updated, 10 unchanged, 0 deleted, 0 failed"),
+    ("footnote sync", 0, ".footnote/index: 0 added, 0 updated, 11 unchanged, 0 deleted, 0 failed"),
     (
         "footnote sync --rebuild",
         0,
-        ".footnote/index: 10 added, 0 updated, 0 unchanged, 0 deleted, 0 failed",
+        ".footnote/index: 11 added, 0 updated, 0 unchanged, 0 deleted, 0 failed",
     ),
 ]
 
@@ -132,6 +133,19 @@ def site(tmp_path: Path) -> Iterator[str]:
         proc.wait(timeout=10)
 
 
+def git_repository(root: Path) -> Path:
+    """A one-file repository standing in for the page's /srv/repo."""
+    root.mkdir()
+    (root / "deploy.py").write_text('def deploy():\n    """Ship the site on Fridays."""\n')
+    for argv in (["init", "-q"], ["add", "deploy.py"], ["commit", "-q", "-m", "deploy"]):
+        subprocess.run(
+            ["git", "-c", "user.name=Ada", "-c", "user.email=ada@example.org", *argv],
+            cwd=root,
+            check=True,
+        )
+    return root
+
+
 def test_the_using_it_commands_are_the_ones_this_test_runs() -> None:
     assert commands(USAGE) == [command for command, _, _ in EXPECTED]
 
@@ -151,6 +165,7 @@ def test_using_it_in_order_from_a_fresh_index(tmp_path: Path, site: str) -> None
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     env.pop("FOOTNOTE_INDEX", None)
     host = site.split("://", 1)[1]
+    repository = git_repository(tmp_path / "repo")
 
     for command, status, expected in EXPECTED:
         argv = shlex.split(command)
@@ -159,6 +174,7 @@ def test_using_it_in_order_from_a_fresh_index(tmp_path: Path, site: str) -> None
             if "https://example.com/docs/" in argv:
                 argv = [site + "/docs/index.html" if a.startswith("https://") else a for a in argv]
                 argv.append("--allow-private")
+            argv = [f"git+file://{repository}" if a == "git+file:///srv/repo" else a for a in argv]
         else:  # pip, offline, against this environment
             argv = [sys.executable, "-m", *argv, "--no-build-isolation"]
             argv = [str(REPO) if a == "/path/to/footnote" else a for a in argv]
