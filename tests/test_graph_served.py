@@ -31,6 +31,7 @@ from footnote.server.langgraph_dev import ServerFailed, running_server
 from footnote.server.production import ProductionError, running_deployment
 from footnote.server.settings import ServerSettings, SettingsError
 from footnote.store.entities import entity_key
+from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.served import GRAPH_ID, RESTRICTED, USERS, Restricted, api_key_team, build_corpus
@@ -226,10 +227,11 @@ def test_served_search_ranks_by_the_graph_and_callers_cannot_choose(
         return [h["chunk_id"] for h in found["results"]]
 
     question = BRIDGES[0]
+    operator = Caller.operator()
     graph = [h.chunk.id for h in search(SearchRequest(query=question, index_dir=index, k=5,
-                                                      stage="graph", admin=True))]  # fmt: skip
+                                                      stage="graph", caller=operator))]  # fmt: skip
     pipeline = [h.chunk.id for h in search(SearchRequest(query=question, index_dir=index, k=5,
-                                                         admin=True))]  # fmt: skip
+                                                         caller=operator))]  # fmt: skip
     assert graph != pipeline  # so the comparison below tells the stages apart
     assert asyncio.run(served_ids(question)) == graph
     run = {"assistant_id": GRAPH_ID, "input": {"messages": [{"role": "user", "content": question}]}}
