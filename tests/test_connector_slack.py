@@ -133,10 +133,10 @@ def test_a_sync_rereads_only_the_changed_thread_and_prunes_deleted_ones(
 
     assert summary.deleted == [thread_id("general", GENERAL_THREAD)]
     assert sorted(summary.updated) == [
-        "acme/#general/2026-11-02",
         thread_id("eng-private", PRIVATE_THREAD),
+        "acme/#general/2026-11-02",
     ]
-    assert [p["ts"] for p in stub.called("conversations.replies")] == [PRIVATE_THREAD], (
+    assert {p["ts"] for p in stub.called("conversations.replies")} == {PRIVATE_THREAD}, (
         "only the thread with a new reply is read again"
     )
     history = stub.called("conversations.history")
@@ -250,8 +250,8 @@ def test_an_interrupted_sync_resumes_without_duplicate_chunks(
     resumed = corpus.sync(index, allow_private=True)
 
     assert sorted(resumed.updated) == [
-        "acme/#general/2026-11-02",
         thread_id("eng-private", PRIVATE_THREAD),
+        "acme/#general/2026-11-02",
         thread_id("general", GENERAL_THREAD),
     ]
     chunks = hits(index, "echidna audit")

@@ -256,7 +256,7 @@ class SlackConnector:
             return Permissions(groups=(mapped,)) if mapped else Permissions(public=True)
         try:
             members = self.api.guarded(lambda: self.api.members(str(channel["id"])))
-            people = [self.api.guarded(lambda uid=uid: self.api.user(uid)) for uid in members]
+            people = [self._person(uid) for uid in members]
         except SlackFailure as failure:
             return Permissions.nobody(
                 f"Slack did not list the members of {name} ({failure.error[:60]}); a token "
@@ -272,6 +272,9 @@ class SlackConnector:
         if not users:
             return Permissions.nobody(f"{name} lists no members Footnote can name")
         return Permissions(users=tuple(users))
+
+    def _person(self, uid: str) -> dict[str, Any] | None:
+        return self.api.guarded(lambda: self.api.user(uid))
 
     def _identity(self, person: dict[str, Any]) -> str:
         """A member's Footnote identity: the operator's mapping of their e-mail, then of
@@ -361,7 +364,7 @@ class SlackConnector:
         uid = message.get("user")
         if isinstance(uid, str) and uid:
             try:
-                person = self.api.guarded(lambda: self.api.user(uid))
+                person = self._person(uid)
             except SlackFailure:
                 person = None
             if person:

@@ -56,7 +56,7 @@ def budgeted_rate_limit_handler(budget: _Budget) -> Any:
     from slack_sdk.http_retry.builtin_handlers import RateLimitErrorRetryHandler
 
     class BudgetedRateLimit(RateLimitErrorRetryHandler):
-        def prepare_for_next_attempt(  # type: ignore[override]
+        def prepare_for_next_attempt(
             self, *, state: Any, request: Any, response: Any = None, error: Any = None
         ) -> None:
             if response is None:
