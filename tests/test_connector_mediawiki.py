@@ -24,6 +24,7 @@ import pytest
 from footnote.ingest import corpus
 from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.mediawiki import MediawikiConnector, parse_source, served
+from footnote.ingest.documents import ParseError
 from footnote.store.files import load_index
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
@@ -148,7 +149,10 @@ def test_a_private_wikis_pages_are_for_the_groups_that_read_it(
     )
     assert outsider.returncode == 0 and json.loads(outsider.stdout) == [], outsider.stderr
     assert [h["source"] for h in json.loads(insider.stdout)] == ["Key Escrow"]
-    assert BOT_PASSWORDS["Bob"] not in added.stdout + added.stderr + outsider.stdout
+    listed = run_cli("sources", "--index", index)
+    assert f"mediawiki {source(private_wiki)} (4 documents, updated " in listed.stdout
+    for output in (added, outsider, listed):
+        assert BOT_PASSWORDS["Bob"] not in output.stdout + output.stderr
 
 
 def test_a_private_wiki_read_anonymously_fails_in_one_line(
@@ -199,29 +203,76 @@ def test_a_refused_bot_password_is_one_line_and_loses_nothing(
 
 
 class Busy(httpx.BaseTransport):
-    """Answers the first request 429 with `Retry-After`, then passes requests to the wiki."""
+    """Answers the first request busy (a 429, or MediaWiki's `maxlag` error) with
+    `Retry-After`, then passes requests to the wiki."""
 
-    def __init__(self, wait: str) -> None:
+    def __init__(self, wait: str, *, maxlag: bool = False) -> None:
         self.wait = wait
+        self.maxlag = maxlag
         self.busy = 1
         self.inner = httpx.HTTPTransport()
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        if self.busy:
-            self.busy -= 1
-            return httpx.Response(429, headers={"Retry-After": self.wait})
-        return self.inner.handle_request(request)
+        if not self.busy:
+            return self.inner.handle_request(request)
+        self.busy -= 1
+        if self.maxlag:
+            lagged = {"error": {"code": "maxlag", "info": "Waiting for a database server"}}
+            return httpx.Response(200, headers={"Retry-After": self.wait}, json=lagged)
+        return httpx.Response(429, headers={"Retry-After": self.wait})
 
 
-def test_a_busy_wiki_is_waited_out_within_the_budget(wiki: WikiServer) -> None:
-    patient = MediawikiConnector(parse_source(source(wiki)), transport=Busy("1"))
+class WithoutRights(httpx.BaseTransport):
+    """Passes requests to the wiki, but drops the groups' rights from siteinfo's answer."""
+
+    def __init__(self) -> None:
+        self.inner = httpx.HTTPTransport()
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        response = self.inner.handle_request(request)
+        if "siteinfo" not in str(request.url):
+            return response
+        response.read()
+        data = response.json()
+        data["query"].pop("usergroups", None)
+        return httpx.Response(response.status_code, json=data)
+
+
+@pytest.mark.parametrize("maxlag", [False, True], ids=["429", "maxlag"])
+def test_a_busy_wiki_is_waited_out_within_the_budget(wiki: WikiServer, maxlag: bool) -> None:
+    patient = MediawikiConnector(parse_source(source(wiki)), transport=Busy("1", maxlag=maxlag))
     started = time.monotonic()
     assert len(patient.full_load().documents) == 4
     assert time.monotonic() - started >= 1, "Retry-After: 1 was honoured"
 
-    hurried = MediawikiConnector(parse_source(source(wiki)), transport=Busy("600"), budget_s=5)
+    hurried = MediawikiConnector(
+        parse_source(source(wiki)), transport=Busy("600", maxlag=maxlag), budget_s=5
+    )
     with pytest.raises(ConnectorError, match="asks for a wait of 600 s, more than this sync"):
         hurried.full_load()
+
+
+def test_readers_that_cannot_be_read_make_the_pages_no_ones(
+    private_wiki: WikiServer, as_bob: None
+) -> None:
+    connector = MediawikiConnector(parse_source(source(private_wiki)), transport=WithoutRights())
+    documents = connector.full_load().documents
+    assert len(documents) == 4
+    for document in documents:
+        assert document.permissions.public is False
+        assert document.permissions.access_groups() == []
+        assert "did not list which groups may read it" in (document.permissions.problem or "")
+
+
+def test_a_page_gone_mid_run_is_one_documents_reason(wiki: WikiServer) -> None:
+    connector = MediawikiConnector(parse_source(source(wiki)))
+    documents = {d.name: d for d in connector.full_load().documents}
+    wiki.session().delete("Key Escrow")
+
+    with pytest.raises(ParseError, match="no longer readable in the wiki"):
+        documents["Key Escrow"].read()
+    record = json.loads(documents["Pager Rotation"].read())
+    assert "quokkas" in record["wikitext"], "the other pages are still read"
 
 
 def test_a_sync_killed_mid_run_and_run_again_leaves_no_duplicate_chunks(
