@@ -390,6 +390,7 @@ class JiraStub(Stub):
             "body": comment["body"],
             "created": stamp,
             "updated": stamp,
+            **({"visibility": comment["visibility"]} if "visibility" in comment else {}),
         }
 
 

@@ -64,7 +64,9 @@ def stub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[JiraStub]:
             "bob" if number == 3 else "alice", number,
         )  # fmt: skip
     server.issues["OPS-3"].security = "10200"
-    server.comment("OPS-2", "bob", "The pager rotates among the quokkas weekly.", 6)
+    server.comment("OPS-2", "bob", "The pager rotates among the quokkas weekly.", 5)
+    server.comment("OPS-2", "bob", "Admins only: the pager PIN is platypus.", 6)
+    server.issues["OPS-2"].comments[-1]["visibility"] = {"type": "role", "value": "Administrators"}
     mapping = tmp_path / "identities.json"
     mapping.write_text(
         json.dumps(
@@ -113,6 +115,7 @@ def test_a_full_load_cites_each_issue_and_comment_by_its_link(
     assert comment.url == f"{stub.base}/browse/OPS-2?focusedCommentId=10000#comment-10000"
     assert comment.metadata["author"] == "Bob"
     assert comment.access == OPEN
+    assert hits(index, "platypus") == [], "a comment shown only to a role is left out"
     (opening,) = [c for c in hits(index, "wombat") if c.source == "OPS/OPS-1"]
     assert opening.url == f"{stub.base}/browse/OPS-1"
     assert opening.title == "OPS-1: About wombat rotation"

@@ -316,8 +316,8 @@ class JiraConnector:
                 "link": f"{link}?focusedCommentId={c['id']}#comment-{c['id']}",
             }
             for c in self.api.paged(f"rest/api/2/issue/{key}/comment", {}, "comments")
-            if isinstance(c, dict) and str(c.get("id", "")).isdigit()
-        ]
+            if isinstance(c, dict) and str(c.get("id", "")).isdigit() and not c.get("visibility")
+        ]  # a comment shown only to a role or group is left out: never wider than Jira
         return {
             "key": key,
             "summary": str(fields.get("summary") or ""),
