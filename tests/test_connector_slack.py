@@ -17,6 +17,8 @@ from typing import Any
 
 import pytest
 
+from footnote.graph.indexer import IndexerContext
+from footnote.graph.indexer import graph as indexer_graph
 from footnote.ingest import corpus
 from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.identities import IdentityMap
@@ -145,6 +147,27 @@ def test_a_sync_rereads_only_the_changed_thread_and_prunes_deleted_ones(
     assert hits(index, "binoculars") == [] and hits(index, "quokkas") == []
 
 
+def test_a_channel_gone_or_left_and_a_lone_message_deleted_are_pruned(
+    stub: SlackStub, tmp_path: Path
+) -> None:
+    index = tmp_path / "index"
+    corpus.add(index, [SOURCE], allow_private=True)
+    del stub.channels[GENERAL]
+    (lone,) = [k for k, m in stub.channels[PRIVATE].messages.items() if "numbat" in m["text"]]
+    stub.delete_thread(PRIVATE, lone)
+
+    summary = corpus.sync(index, allow_private=True)
+
+    assert sorted(summary.deleted) == [
+        "acme/#eng-private/2026-11-03",
+        "acme/#general/2026-11-02",
+        thread_id("general", GENERAL_THREAD),
+    ]
+    assert not summary.updated and not summary.added
+    assert hits(index, "wombat") == [] and hits(index, "numbat") == []
+    assert hits(index, "escrow"), "the rest of #eng-private stays"
+
+
 def test_a_member_removed_from_a_private_channel_loses_it_at_the_next_sync(
     stub: SlackStub, tmp_path: Path, run_cli: RunCli
 ) -> None:
@@ -163,6 +186,18 @@ def test_a_member_removed_from_a_private_channel_loses_it_at_the_next_sync(
         "search", "escrow", "--stage", "bm25", "--groups", "user:bob", "--json", "--index", index
     )
     assert as_bob.returncode == 0 and json.loads(as_bob.stdout) == [], as_bob.stderr
+    question = "Where does key escrow move?"
+    asked = {
+        who: run_cli("ask", question, "--user-groups", who, "--json", "--index", index)
+        for who in ("user:bob", "user:alice")
+    }
+    assert all(a.returncode == 0 for a in asked.values()), [a.stderr for a in asked.values()]
+    bob, alice = (json.loads(asked[who].stdout) for who in ("user:bob", "user:alice"))
+    assert bob["citations"] == [] and "badger" not in bob["answer"]
+    assert "badger" in alice["answer"]
+    assert {c["url"].split("/p")[0] for c in alice["citations"]} == {
+        f"https://acme.slack.com/archives/{PRIVATE}"
+    }
 
 
 def test_members_that_cannot_be_read_make_the_channel_no_ones(
@@ -282,6 +317,24 @@ def test_named_channels_only_are_read(stub: SlackStub, tmp_path: Path) -> None:
     ]
     assert summary.skipped["acme/#nowhere"] == "no such channel, or the bot is not a member"
     assert summary.skipped["acme/#random"] == "no such channel, or the bot is not a member"
+
+
+def test_a_served_admin_adds_a_workspace_and_the_token_is_in_no_audit_line(
+    stub: SlackStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    audit = tmp_path / "audit.jsonl"
+    monkeypatch.setenv("FOOTNOTE_AUDIT_LOG", str(audit))
+    context = IndexerContext(
+        index_dir=str(tmp_path / "index"), upload_dir=str(tmp_path / "uploads"), allow_private=True
+    )
+    admin: Any = {"configurable": {"langgraph_auth_user": {"identity": "root", "admin": True}}}
+    value = f"{SOURCE}?channels=general"
+    added = indexer_graph.invoke({"action": "add", "sources": [value]}, admin, context=context)
+    assert added["result"]["added"] == 2 and not added["result"]["errors"], added["result"]
+    synced = indexer_graph.invoke({"action": "sync"}, admin, context=context)["result"]
+    assert not synced["errors"], synced
+    assert '"action": "sync"' in audit.read_text()
+    assert TOKEN not in audit.read_text()
 
 
 @pytest.mark.parametrize(
