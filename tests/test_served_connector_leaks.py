@@ -1,0 +1,465 @@
+"""The served leak test over connector documents whose readers come from the source, with a
+permission change while the server runs (issue 42).
+
+The index is read from a loopback stand-in for GitHub's REST API (tests/github_stub.py):
+private repositories whose issues are readable by the collaborators and teams the stub lists,
+mapped to the served team's users through $FOOTNOTE_IDENTITY_MAP, one repository only carol
+reads, one only an unmapped login reads (admins only, then), and a public one. Each runtime
+(`footnote serve`'s dev runtime, and production: Aegra on PostgreSQL + Redis) serves it with
+an API-key team, and at least 1,000 random probes run against it. Half-way, bob is removed as
+a collaborator at the source and `footnote sync` runs in its own process while probes keep
+coming; from the moment the sync has published, nothing of the repository may reach bob in
+any answer, citation, stream event, thread state or thread search, while everyone else sees
+exactly what the source allows, and the running server answers from the new version (a
+public issue added with the change is found) without a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from langgraph_sdk.client import SyncLangGraphClient
+
+from footnote.ingest import corpus
+from footnote.server.langgraph_dev import ServerFailed, running_server
+from footnote.server.production import Deployment, ProductionError, running_deployment
+from footnote.store.backends import current_version
+from tests.conftest import footnote_command
+from tests.github_stub import GithubStub, StubIssue, StubRepo, stamp
+from tests.leak_probes import (
+    GENERIC_QUESTIONS,
+    Indexes,
+    Probe,
+    Prober,
+    probes,
+    refusal,
+)
+from tests.served import GRAPH_ID, USERS, Listener, api_key_team, sdk_client
+
+pytestmark = pytest.mark.integration
+
+TOKEN = "ghp_stubLEAKtestTOKENneverShown0123456789"
+PROVIDER_KEY = "sk-footnote-test-provider-key-never-sent"
+PROBES = 1000
+BATCH = 25
+LOGINS = {"octo": "alice", "bobcat": "bob", "carolyn": "carol"}
+"""GitHub logins of the served users (dave has none; root is an admin)."""
+IDENTITY_MAP = {
+    **{f"github:{login}": user for login, user in LOGINS.items()},
+    "github-team:acme/platform": "engineering",
+}
+TEAMS = {"platform": ("alice",)}
+"""The GitHub teams the map names, and the served users in their Footnote group."""
+
+
+@dataclass(frozen=True)
+class Issue:
+    repo: str
+    number: int
+    title: str
+    body: str
+    question: str
+    markers: tuple[str, ...]
+    """Phrases found only in this issue (and in no question); empty for a public one."""
+    comment: tuple[str, str] | None = None
+    """(author, text) of a comment."""
+
+    @property
+    def source(self) -> str:
+        return f"{self.repo}/issues/{self.number}"
+
+
+ISSUES = (
+    Issue(
+        "acme/vault",
+        1,
+        "Custodian handover",
+        "The vault keys pass to the next custodian by wombat rotation every fortnight.",
+        "How often do the vault keys pass to the next custodian?",
+        ("wombat rotation", "every fortnight"),
+    ),
+    Issue(
+        "acme/vault",
+        2,
+        "Escrow copies",
+        "Escrow copies of the signing key sit with the numbat notary downtown.",
+        "Who holds the escrow copies of the signing key?",
+        ("numbat notary", "quokka courier"),
+        ("bobcat", "The quokka courier carries the escrow backup on Thursdays."),
+    ),
+    Issue(
+        "acme/ledger",
+        1,
+        "Quarterly close",
+        "The quarterly ledger closes only after the pangolin auditor signs the axolotl form.",
+        "When does the quarterly ledger close?",
+        ("pangolin auditor", "axolotl form"),
+    ),
+    Issue(
+        "acme/sealed",
+        1,
+        "Break-glass credentials",
+        "The break-glass credentials are sealed inside the narwhal cipher box.",
+        "Where are the break-glass credentials sealed?",
+        ("narwhal cipher",),
+    ),
+    Issue(
+        "acme/handbook",
+        1,
+        "Laptop requests",
+        "Laptops are requested through the tapir portal and arrive within a week.",
+        "How do I request a new laptop?",
+        (),
+    ),
+)
+ADDED = Issue(
+    "acme/handbook",
+    2,
+    "First day",
+    "New hires follow the okapi checklist on their first day.",
+    "What do new hires follow on their first day?",
+    (),
+)
+"""A public issue opened with the permission change: found once the server reads the new
+version."""
+REPOS = {
+    "acme/vault": StubRepo("acme", "vault", True, ["octo", "bobcat"], ["platform"]),
+    "acme/ledger": StubRepo("acme", "ledger", True, ["carolyn", "ledgerbot"]),
+    "acme/sealed": StubRepo("acme", "sealed", True, ["mallory"]),
+    "acme/handbook": StubRepo("acme", "handbook", False),
+}
+SOURCES = [f"github://{name}" for name in REPOS]
+QUESTIONS = [i.question for i in (*ISSUES, ADDED)] + list(GENERIC_QUESTIONS)
+Readers = dict[str, frozenset[str] | None]
+"""Repository -> the served users who may read it (None: everyone)."""
+
+
+def start_stub() -> GithubStub:
+    stub = GithubStub(TOKEN).start()
+    for name, shape in REPOS.items():
+        stub.repos[name] = StubRepo(
+            shape.owner, shape.name, shape.private, list(shape.collaborators), list(shape.teams)
+        )
+    for minute, issue in enumerate(ISSUES, start=1):
+        repo = stub.repos[issue.repo]
+        author = next(iter(repo.collaborators), "octo")
+        repo.issues[issue.number] = StubIssue(
+            issue.number, issue.title, issue.body, author, stamp(minute)
+        )
+        if issue.comment:
+            stub.add_comment(repo, issue.number, *issue.comment, minute=minute + 10)
+    return stub
+
+
+def readers_at(stub: GithubStub) -> Readers:
+    """Who may read each repository by the stub's state now, as the identity map names them."""
+    readers: Readers = {}
+    for name, repo in stub.repos.items():
+        if not repo.private:
+            readers[name] = None
+            continue
+        users = {LOGINS[login] for login in repo.collaborators if login in LOGINS}
+        users |= {user for team in repo.teams for user in TEAMS.get(team, ())}
+        readers[name] = frozenset(users)
+    return readers
+
+
+@dataclass
+class Served:
+    """A running server over the stub's repositories, and what the source says now."""
+
+    runtime: str
+    url: str
+    clients: dict[str, SyncLangGraphClient]
+    stub: GithubStub
+    indexes: Indexes
+    source_env: dict[str, str]
+    """What `footnote add` / `sync` need to read the stub: token, API, identity map."""
+    readers: Readers
+    """As of the last sync that published."""
+    previous: Readers = field(default_factory=dict)
+    """As of the sync before it: during a sync, a reader of either may still see a text."""
+
+    def sees(self, user: str, repo: str, *, strict: bool) -> bool:
+        if USERS.get(user, {}).get("admin"):
+            return True
+        now, before = self.readers[repo], self.previous.get(repo, frozenset())
+        if now is None or user in now:
+            return True
+        return not strict and (before is None or user in before)
+
+    def leaked(self, user: str, payload: Any, *, strict: bool) -> list[str]:
+        """Markers of issues `user` may not see that occur anywhere in `payload`."""
+        text = payload if isinstance(payload, str) else json.dumps(payload, default=str)
+        return [
+            m
+            for issue in ISSUES
+            if not self.sees(user, issue.repo, strict=strict)
+            for m in issue.markers
+            if m in text
+        ]
+
+
+def source_env(stub: GithubStub, directory: Path) -> dict[str, str]:
+    """The operator's settings for reading the stub; given to `add` and `sync` only, never to
+    the server, which reads the index and nothing of the source."""
+    mapping = directory / "identities.json"
+    mapping.write_text(json.dumps(IDENTITY_MAP))
+    return {
+        "GITHUB_TOKEN": TOKEN,
+        "FOOTNOTE_GITHUB_API": stub.base,
+        "FOOTNOTE_IDENTITY_MAP": str(mapping),
+    }
+
+
+def build_indexes(stub: GithubStub, env: dict[str, str], directory: Path) -> Indexes:
+    """The team's index from the stub, and a trap: the same repositories made public."""
+    built = []
+    for name, opened in (("team", False), ("trap", True)):
+        private = {full: repo.private for full, repo in stub.repos.items()}
+        if opened:
+            for repo in stub.repos.values():
+                repo.private = False
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in env.items():
+                patch.setenv(key, value)
+            summary = corpus.add(directory / name / "index", SOURCES, allow_private=True)
+        for full, repo in stub.repos.items():
+            repo.private = private[full]
+        assert not summary.failed and not summary.restricted, summary
+        assert len(summary.added) == len(ISSUES), summary.added
+        built.append(directory / name / "index")
+    return Indexes(built[0], built[1])
+
+
+def runtime(name: str, index: Path, env: dict[str, str], log: Path) -> AbstractContextManager[Any]:
+    """`footnote serve` (dev) or `footnote serve --production` over `index`, stopped by PID."""
+    if name == "production":
+        return running_deployment(
+            index_dir=str(index),
+            workdir=log.parent / "production",
+            extra_env=env,
+            inherit_credentials=False,
+        )
+    return running_server(index_dir=str(index), log=log, extra_env=env)
+
+
+@pytest.fixture(scope="module", params=["dev", "production"])
+def served(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Served]:
+    """A stub, an index read from it and a server per runtime: each runtime's permission
+    changes are its own."""
+    directory = tmp_path_factory.mktemp(f"connector-{request.param}")
+    stub = start_stub()
+    try:
+        env = source_env(stub, directory)
+        indexes = build_indexes(stub, env, directory)
+        team = api_key_team(directory)
+        server_env = {**team.env, "OPENAI_API_KEY": PROVIDER_KEY}
+        with runtime(request.param, indexes.index, server_env, directory / "server.log") as run:
+            url = run.replicas[0].url if isinstance(run, Deployment) else run.url
+            clients = {user: sdk_client(url, team.headers(user)) for user in USERS}
+            yield Served(request.param, url, clients, stub, indexes, env, readers_at(stub))
+    except (ServerFailed, ProductionError) as exc:
+        pytest.fail(str(exc), pytrace=False)
+    finally:
+        stub.stop()
+
+
+# --- the source changes ----------------------------------------------------------------------
+
+
+def start_sync(served: Served) -> subprocess.Popen[str]:
+    """`footnote sync` as the operator runs it, in its own process beside the server."""
+    env = {**os.environ, **served.source_env, "TOKENIZERS_PARALLELISM": "false"}
+    env.pop("FOOTNOTE_INDEX", None)
+    return subprocess.Popen(
+        [*footnote_command(), "sync", "--index", str(served.indexes.index)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def synced(served: Served, sync: subprocess.Popen[str]) -> None:
+    """Wait for the sync; once it has published, what the source says now is the rule."""
+    output, _ = sync.communicate(timeout=600)
+    assert sync.returncode == 0, output
+    assert TOKEN not in output
+    served.previous, served.readers = served.readers, readers_at(served.stub)
+
+
+# --- what each user sees ---------------------------------------------------------------------
+
+
+def ask(client: SyncLangGraphClient, question: str, thread: str | None = None) -> Any:
+    return client.runs.wait(
+        thread, GRAPH_ID, input={"messages": [{"role": "user", "content": question}]}
+    )
+
+
+def cited(output: Any) -> set[str]:
+    return {c["source"] for c in output.get("citations", [])}
+
+
+def check_views(served: Served, issues: tuple[Issue, ...]) -> None:
+    """Each user, asking about each issue in a fresh thread: the issue is cited exactly when
+    the source lets the user read it, and nothing else the user may not see shows anywhere."""
+
+    def check(user: str) -> None:
+        client = served.clients[user]
+        for issue in issues:
+            thread = client.threads.create()["thread_id"]
+            output = ask(client, issue.question, thread)
+            state = client.threads.get_state(thread)
+            if served.sees(user, issue.repo, strict=True):
+                assert issue.source in cited(output), (served.runtime, user, issue, output)
+            else:
+                assert issue.source not in cited(output), (served.runtime, user, issue)
+            assert not served.leaked(user, [output, state], strict=True), (user, issue.question)
+
+    with ThreadPoolExecutor(max_workers=len(USERS)) as pool:
+        for done in [pool.submit(check, user) for user in USERS]:
+            done.result()
+
+
+# --- probes -----------------------------------------------------------------------------------
+
+
+DURING = 40
+"""Batches the sync may take; spare examples after the last strict batch run nothing."""
+
+
+class Schedule:
+    """What happens around each batch of probes: bob's access is revoked at the source and
+    `footnote sync` starts once half the probes have run; once it has published, the views
+    are checked again and every later probe is strict."""
+
+    def __init__(self, served: Served, prober: Prober) -> None:
+        self.served = served
+        self.prober = prober
+        self.sync: subprocess.Popen[str] | None = None
+        self.version: str | None = None
+        self.during = 0
+        """Probes begun while the sync ran."""
+
+    def next_batch(self) -> bool:
+        """Move the run on; False once enough strict probes have run."""
+        tally = self.prober.tally
+        if self.sync is None and tally.probes >= PROBES // 2:
+            self.version = revoke_bob(self.served)
+            self.during = -tally.probes
+            self.sync = start_sync(self.served)
+        elif self.sync is not None and self.during < 0 and self.sync.poll() is not None:
+            self.during += tally.probes
+            self.published()
+        return tally.strict < PROBES // 2
+
+    def published(self) -> None:
+        assert self.sync is not None
+        synced(self.served, self.sync)
+        assert current_version(self.served.indexes.index) != self.version, "a new version"
+        assert not self.served.sees("bob", "acme/vault", strict=True)
+        check_views(self.served, (*ISSUES, ADDED))  # the running server reads it
+        self.prober.changed.set()
+
+
+def run_probes(schedule: Schedule, listener: Listener) -> None:
+    """Batches of random probes, eight at a time, until enough have run after the change."""
+    served = schedule.served
+    strategy = probes(list(USERS), QUESTIONS, served.indexes, f"http://127.0.0.1:{listener.port}")
+
+    @settings(
+        max_examples=PROBES // BATCH + DURING,
+        deadline=None,
+        database=None,
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(batch=st.lists(strategy, min_size=BATCH, max_size=BATCH))
+    def probe_batch(batch: list[Probe]) -> None:
+        if schedule.next_batch():
+            with ThreadPoolExecutor(max_workers=8) as pool:
+                for done in [pool.submit(schedule.prober.run, probe) for probe in batch]:
+                    done.result()
+
+    probe_batch()
+
+
+def revoke_bob(served: Served) -> str | None:
+    """bob is no longer a collaborator on acme/vault, and a public issue is opened."""
+    vault, handbook = served.stub.repos["acme/vault"], served.stub.repos["acme/handbook"]
+    vault.collaborators.remove("bobcat")
+    handbook.issues[ADDED.number] = StubIssue(
+        ADDED.number, ADDED.title, ADDED.body, "octo", stamp(60)
+    )
+    return current_version(served.indexes.index)
+
+
+def test_a_revoked_reader_sees_nothing_of_the_repository_once_the_sync_publishes(
+    served: Served,
+) -> None:
+    """≥ 1,000 probes, half before the change and half after the sync has published, some
+    while it runs; zero leaks; the running server answers from the new version."""
+    started = time.monotonic()
+    assert served.sees("bob", "acme/vault", strict=True), "bob reads the vault before"
+    check_views(served, ISSUES)
+    listener = Listener()
+    schedule = Schedule(served, Prober(served.url, served.clients, served.leaked))
+    try:
+        run_probes(schedule, listener)
+    finally:
+        listener.close()
+        if schedule.sync is not None and schedule.sync.poll() is None:
+            schedule.sync.kill()
+            schedule.sync.wait()
+    prober = schedule.prober
+    tally = prober.tally
+    print(
+        f"\n{served.runtime}: {tally.summary()}, {schedule.during} during the sync, "
+        f"{time.monotonic() - started:.0f} s"
+    )
+    assert prober.changed.is_set(), "the sync published within the run"
+    assert tally.probes >= PROBES and tally.strict >= PROBES // 2, tally.summary()
+    assert tally.answered >= PROBES // 20, tally.summary()
+    assert listener.received == []
+    assert not tally.leaks, (tally.summary(), tally.leaks[:5])
+
+
+def test_a_thread_written_before_the_change_shows_none_of_it_after(served: Served) -> None:
+    """carol asks about the ledger only she reads, then loses it at the source; after the
+    sync her earlier thread's state, history and listing, and a run continuing it, hold none
+    of the ledger's text."""
+    carol = served.clients["carol"]
+    (ledger,) = [i for i in ISSUES if i.repo == "acme/ledger"]
+    thread = carol.threads.create()["thread_id"]
+    assert ledger.source in cited(ask(carol, ledger.question, thread))
+    served.stub.repos["acme/ledger"].collaborators.remove("carolyn")
+    synced(served, start_sync(served))
+
+    reads = {
+        "state": lambda: carol.threads.get_state(thread),
+        "history": lambda: carol.threads.get_history(thread),
+        "search": lambda: carol.threads.search(limit=100),
+        "continue": lambda: ask(carol, "and when is the next one?", thread),
+        "fresh": lambda: ask(carol, ledger.question),
+    }
+    shown = {}
+    for name, read in reads.items():
+        status, body = refusal(read)
+        assert status in (200, 404), (name, status, body)
+        shown[name] = served.leaked("carol", body, strict=True)
+    assert not any(shown.values()), (served.runtime, shown)
