@@ -316,6 +316,14 @@ def cited(output: Any) -> set[str]:
     return {c["source"] for c in output.get("citations", [])}
 
 
+def check_markers() -> None:
+    """The oracle itself: each marker is in its issue's text and in no question."""
+    for issue in ISSUES:
+        text = issue.body + (issue.comment[1] if issue.comment else "")
+        assert all(m in text for m in issue.markers), issue
+        assert not any(m in q for q in QUESTIONS for m in issue.markers), issue
+
+
 def check_views(served: Served, issues: tuple[Issue, ...]) -> None:
     """Each user, asking about each issue in a fresh thread: the issue is cited exactly when
     the source lets the user read it, and nothing else the user may not see shows anywhere."""
@@ -415,6 +423,7 @@ def test_a_revoked_reader_sees_nothing_of_the_repository_once_the_sync_publishes
     """≥ 1,000 probes, half before the change and half after the sync has published, some
     while it runs; zero leaks; the running server answers from the new version."""
     started = time.monotonic()
+    check_markers()
     assert served.sees("bob", "acme/vault", strict=True), "bob reads the vault before"
     check_views(served, ISSUES)
     listener = Listener()
