@@ -382,6 +382,10 @@ class Schedule:
         synced(self.served, self.sync)
         assert current_version(self.served.indexes.index) != self.version, "a new version"
         assert not self.served.sees("bob", "acme/vault", strict=True)
+        for client in self.served.clients.values():  # for telling history from new answers
+            self.prober.before_change.update(
+                t["thread_id"] for t in client.threads.search(limit=1000)
+            )
         check_views(self.served, (*ISSUES, ADDED))  # the running server reads it
         self.prober.changed.set()
 
