@@ -243,6 +243,8 @@ def test_an_expired_token_gives_one_line_and_loses_nothing(
     index = tmp_path / "index"
     added = run_cli("add", SOURCE, "--allow-private", "--index", index)
     assert added.returncode == 0, added.stderr
+    listed = run_cli("sources", "--index", index).stdout
+    assert "slack slack://acme (5 documents, updated 2026-11-03T09:01:00Z, synced" in listed
     stub.expired.add(TOKEN)
 
     synced = run_cli("sync", "--index", index)
@@ -289,10 +291,15 @@ def test_an_interrupted_sync_resumes_without_duplicate_chunks(
         "acme/#general/2026-11-02",
         thread_id("general", GENERAL_THREAD),
     ]
-    chunks = hits(index, "echidna audit")
-    assert len(chunks) == 3
+    assert len(hits(index, "echidna audit")) == 3
     everything = [(c.source, c.text) for c in hits(index, "the")]
     assert not [k for k, n in Counter(everything).items() if n > 1], "no chunk twice"
+
+    def chunks(where: Path) -> dict[str, int]:
+        return {d["source"]: d["chunks"] for d in corpus.sources(where)["documents"]}
+
+    corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
+    assert chunks(index) == chunks(tmp_path / "fresh"), "as many chunks as one clean load"
 
 
 def test_the_token_and_api_are_the_operators(
