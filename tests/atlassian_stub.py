@@ -127,6 +127,8 @@ class ConfluenceStub(Stub):
         self.space_groups: list[str] = []
         self.anonymous = False
         self.space_status = 200
+        self.gives_permissions = True
+        """False: the space answers without `permissions`, as a site that no longer expands them."""
         self.groups: dict[str, list[str]] = {}
         self.emails: dict[str, str] = {}
 
@@ -161,7 +163,12 @@ class ConfluenceStub(Stub):
         if parts == ["space", self.space]:
             if self.space_status != 200:
                 return self.space_status, {"message": "Not permitted to view permissions"}, {}
-            return 200, {"key": self.space, "name": self.space, "permissions": self._grants()}, {}
+            space = {"key": self.space, "name": self.space}
+            return (
+                200,
+                {**space, "permissions": self._grants()} if self.gives_permissions else space,
+                {},
+            )
         if parts == ["user", "memberof"]:
             name = query.get("username", [""])[0]
             groups = [{"type": "group", "name": g} for g, m in self.groups.items() if name in m]

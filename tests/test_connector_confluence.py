@@ -168,17 +168,40 @@ def test_a_reader_removed_at_the_source_loses_the_page_at_the_next_sync(
         "search", "escrow", "--stage", "bm25", "--groups", "user:bob", "--json", "--index", index
     )
     assert as_bob.returncode == 0 and json.loads(as_bob.stdout) == [], as_bob.stderr
+    bob_asks, alice_asks = (
+        run_cli(
+            "ask",
+            "What is the escrow procedure?",
+            "--groups",
+            who,
+            "--json",
+            "--quiet",
+            "--index",
+            index,
+        )  # fmt: skip
+        for who in ("user:bob", "user:alice")
+    )
+    assert bob_asks.returncode == 0 and alice_asks.returncode == 0, bob_asks.stderr
+    bob_answer, alice_answer = json.loads(bob_asks.stdout), json.loads(alice_asks.stdout)
+    assert "ENG/Key escrow" in {c["source"] for c in alice_answer["citations"]}
+    assert not {c["source"] for c in bob_answer["citations"]} & {
+        "ENG/Key escrow",
+        "ENG/Badger audit",
+    }
+    assert "escrow procedure has steps" not in bob_answer["answer"]
 
 
+@pytest.mark.parametrize(("status", "reason"), [(403, "(403)"), (200, "(none given)")])
 def test_space_permissions_that_cannot_be_read_make_the_pages_no_ones(
-    stub: ConfluenceStub, tmp_path: Path
+    stub: ConfluenceStub, tmp_path: Path, status: int, reason: str
 ) -> None:
-    stub.space_status = 403
+    stub.space_status = status
+    stub.gives_permissions = False
     index = tmp_path / "index"
     summary = corpus.add(index, [source(stub)], allow_private=True)
 
     assert len(summary.restricted) == 5
-    assert "(403)" in summary.restricted["ENG/Wombat rotation"]
+    assert reason in summary.restricted["ENG/Wombat rotation"]
     assert hits(index, "wombat", "engineering", "user:alice", "everyone") == []
     assert hits(index, "wombat"), "an admin still sees them"
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 from typing import Any
+from urllib.parse import quote
 
 from footnote.ingest.connectors import atlassian
 from footnote.ingest.connectors.atlassian import Api, Grant, Readers, Refused, Site
@@ -110,8 +111,8 @@ class ConfluenceConnector:
             self._listing = {
                 str(page["id"]): page
                 for page in self.api.pages("rest/api/content", params)
-                if isinstance(page, dict) and page.get("id") is not None
-            }
+                if isinstance(page, dict) and str(page.get("id")).isdigit()
+            }  # a page id goes into a request's path: digits only, as Confluence's are
         return self._listing
 
     def _space_grant(self) -> Grant | Refused:
@@ -122,16 +123,20 @@ class ConfluenceConnector:
             except Refused as exc:
                 self._space = exc
                 return exc
-            self._space = _space_grant(space, self.readers.emails)
+            if not isinstance(space, dict) or not isinstance(space.get("permissions"), list):
+                self._space = Refused(f"{self.site.label}: no permissions given", 200)
+            else:
+                self._space = _space_grant(space, self.readers.emails)
         return self._space
 
     def _read_permissions(self, page_id: str) -> Permissions:
         what = f"{self.site.label} page {page_id}"
         space = self._space_grant()
         if isinstance(space, Refused):
+            shown = "none given" if space.status == 200 else str(space.status)
             return Permissions.nobody(
                 f"Confluence did not list the permissions of space {self.site.key} "
-                f"({space.status}); credentials that may read them are needed"
+                f"({shown}); credentials that may read them are needed"
             )
         listing = self._everything()
         page = listing.get(page_id)
@@ -162,7 +167,7 @@ class ConfluenceConnector:
 
     def _members_of(self, group: str) -> list[str]:
         try:
-            members = list(self.api.pages(f"rest/api/group/{group}/member", {}))
+            members = list(self.api.pages(f"rest/api/group/{quote(group, safe='')}/member", {}))
         except Refused:
             return []
         keys = (atlassian.user_key(m, self.readers.emails) for m in members)

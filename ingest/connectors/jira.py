@@ -15,8 +15,10 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import quote
 
 from footnote.ingest.connectors import atlassian
 from footnote.ingest.connectors.atlassian import Api, Grant, Readers, Refused, Site
@@ -28,6 +30,8 @@ SCHEMES = ("jira+https", "jira+http")
 SETTING = "project"
 _LISTED = "summary,updated,security,reporter,assignee"
 _POLL_OVERLAP = dt.timedelta(days=1)
+_ISSUE_KEY = re.compile(r"[A-Za-z][A-Za-z0-9_]*-[0-9]+")
+"""An issue key goes into a request's path: only Jira's own form is accepted."""
 
 
 def parse_source(value: str) -> Site:
@@ -117,7 +121,7 @@ class JiraConnector:
             self._listing = {
                 str(i["key"]): i
                 for i in found
-                if isinstance(i, dict) and isinstance(i.get("key"), str)
+                if isinstance(i, dict) and _ISSUE_KEY.fullmatch(str(i.get("key")))
             }
         return self._listing
 
@@ -154,7 +158,8 @@ class JiraConnector:
         if self._browse is None:
             try:
                 scheme = self.api.get(f"rest/api/2/project/{self.site.key}/permissionscheme")
-                granted = self.api.get(f"rest/api/2/permissionscheme/{scheme['id']}/permission")
+                scheme_id = quote(str(scheme["id"]), safe="")
+                granted = self.api.get(f"rest/api/2/permissionscheme/{scheme_id}/permission")
                 holders = [
                     p.get("holder")
                     for p in (granted or {}).get("permissions") or []
@@ -187,7 +192,7 @@ class JiraConnector:
         if self._scheme is None:
             try:
                 found = self.api.get(f"rest/api/2/project/{self.site.key}/issuesecuritylevelscheme")
-                self._scheme = str(found["id"])
+                self._scheme = quote(str(found["id"]), safe="")
             except Refused as exc:
                 self._scheme = exc
             except (KeyError, TypeError):
@@ -214,7 +219,7 @@ class JiraConnector:
                     users=frozenset([key] if isinstance(key, str) and key else [])
                 )
             elif kind == "projectRole" and value is not None:
-                grant = grant | self._role(str(value))
+                grant = grant | self._role(quote(str(value), safe=""))
             elif kind == "applicationRole":
                 grant = grant | Grant(groups=frozenset([f"application:{value or 'any'}"]))
             reporter = reporter or kind == "reporter"
