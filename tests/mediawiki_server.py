@@ -89,24 +89,35 @@ class WikiServer:
         }
 
     def start(self) -> WikiServer:
+        """Serves the copy on a port of the system's choosing, or on the port it had."""
         if not self.data.exists():
             shutil.copytree(self.template.data, self.data)
+        address = self.base.removeprefix("http://") or "127.0.0.1:0"
+        before = len(self._started())
         self.process = subprocess.Popen(
-            ["php", "-S", "127.0.0.1:0", "-t", str(MEDIAWIKI)],
+            ["php", "-S", address, "-t", str(MEDIAWIKI)],
             env=self.env(),
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("ab"),
         )
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not self.base:
+        while time.monotonic() < deadline and len(self._started()) == before:
             assert self.process.poll() is None, self.log.read_text()
-            found = re.search(
-                r"Development Server \((http://127\.0\.0\.1:\d+)\)", self.log.read_text()
-            )
-            self.base = found.group(1) if found else ""
             time.sleep(0.05)
-        assert self.base, "php -S did not start"
+        started = self._started()
+        assert len(started) > before, "php -S did not start"
+        self.base = started[-1]
         return self
+
+    def restart(self, *, private: bool) -> None:
+        """The same wiki on the same address, now private (or public)."""
+        self.stop()
+        self.private = private
+        self.start()
+
+    def _started(self) -> list[str]:
+        text = self.log.read_text() if self.log.exists() else ""
+        return re.findall(r"Development Server \((http://127\.0\.0\.1:\d+)\) started", text)
 
     def stop(self) -> None:
         """Stops the server by its PID (SIGTERM, then SIGKILL)."""

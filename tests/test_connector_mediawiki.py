@@ -162,6 +162,26 @@ def test_a_private_wikis_pages_are_for_the_groups_that_read_it(
         assert BOT_PASSWORDS["Bob"] not in output.stdout + output.stderr
 
 
+def test_a_wiki_made_private_is_re_published_for_its_readers_without_re_embedding(
+    wiki: WikiServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    index = tmp_path / "index"
+    corpus.add(index, [source(wiki)], allow_private=True)
+    assert hits(index, "wombat", "everyone")
+    wiki.restart(private=True)
+    mapping = tmp_path / "identities.json"
+    mapping.write_text(json.dumps({"wiki:user": "staff"}))
+    monkeypatch.setenv("FOOTNOTE_IDENTITY_MAP", str(mapping))
+    monkeypatch.setenv("FOOTNOTE_MEDIAWIKI_USER", "Bob@footnote")
+    monkeypatch.setenv("FOOTNOTE_MEDIAWIKI_PASSWORD", BOT_PASSWORDS["Bob"])
+
+    summary = corpus.sync(index, allow_private=True)
+
+    assert sorted(summary.updated) == PAGES and summary.embedded_texts == 0, summary
+    assert hits(index, "wombat", "everyone") == []
+    assert [c.access for c in hits(index, "wombat", "staff")] == [["staff"]]
+
+
 def test_a_private_wiki_read_anonymously_fails_in_one_line(
     private_wiki: WikiServer, tmp_path: Path
 ) -> None:
