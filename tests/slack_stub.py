@@ -38,6 +38,8 @@ class StubChannel:
     messages: dict[str, dict[str, Any]] = field(default_factory=dict)
     members_error: str | None = None
     """Answer conversations.members with this error (`missing_scope`)."""
+    history_error: str | None = None
+    """Answer conversations.history with this error (`missing_scope`)."""
 
 
 class SlackStub:
@@ -143,6 +145,8 @@ class SlackStub:
         channel = self._readable(params)
         if isinstance(channel, dict):
             return channel
+        if channel.history_error:
+            return {"ok": False, "error": channel.history_error}
         inclusive = params.get("inclusive") in ("true", "1")
         oldest, latest = float(params.get("oldest") or 0), float(params.get("latest") or 9e12)
 

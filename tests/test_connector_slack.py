@@ -218,6 +218,23 @@ def test_members_that_cannot_be_read_make_the_channel_no_ones(
     assert hits(index, "quokkas", "everyone"), "the public channel is read as before"
 
 
+def test_a_history_slack_refuses_fails_the_source_in_one_line_and_changes_nothing(
+    stub: SlackStub, tmp_path: Path
+) -> None:
+    index = tmp_path / "index"
+    corpus.add(index, [SOURCE], allow_private=True)
+    stub.post(GENERAL, 500, "U0BOB", "The aardvark census is cancelled.")
+    stub.channels[PRIVATE].history_error = "missing_scope"
+
+    summary = corpus.sync(index, allow_private=True)
+
+    assert summary.failed == {
+        SOURCE: "acme: Slack answered missing_scope to conversations.history of #eng-private"
+    }
+    assert not summary.deleted and not summary.updated and not summary.added
+    assert hits(index, "escrow") and hits(index, "aardvark") == []
+
+
 def test_a_429_is_waited_out_and_the_sync_goes_on(stub: SlackStub, tmp_path: Path) -> None:
     stub.rate_limit_once = "conversations.history"
     started = time.monotonic()

@@ -196,7 +196,7 @@ class SlackConnector:
         """The channels read (id -> conversations.list entry): those the bot is a member
         of, of the names the source lists if it lists any."""
         if self._channels is None:
-            listed = self._listing(self.api.channels)
+            listed = self._listing(self.api.channels, "conversations.list")
             member = {str(c["id"]): c for c in listed if c.get("id") and c.get("is_member") is True}
             wanted = set(self.source.channels)
             if wanted:
@@ -206,25 +206,28 @@ class SlackConnector:
             self._channels = member
         return self._channels
 
-    def _listing(self, read: Callable[[], Any]) -> Any:
+    def _listing(self, read: Callable[[], Any], what: str) -> Any:
+        """A listing the sync cannot go on without: Slack's refusal (a missing scope, a
+        channel gone mid-sync) fails the source in one line, and nothing changes."""
         try:
             return self.api.guarded(read)
         except SlackFailure as failure:
             raise ConnectorError(
-                f"{self.source.workspace}: Slack answered {failure.error[:80]}"
+                f"{self.source.workspace}: Slack answered {failure.error[:80]} to {what}"
             ) from None
 
     def _conversations(self, cid: str, mark: str) -> list[Conversation]:
         """A channel's documents, its history listed once a sync: after the checkpoint
         (`oldest=`) and before it (`latest=`), or whole when there is no checkpoint."""
         if cid not in self._listed:
+            what = f"conversations.history of #{self.channels()[cid].get('name')}"
             if mark:
-                newer = self._listing(lambda: self.api.history(cid, oldest=mark))
-                older = self._listing(lambda: self.api.history(cid, latest=mark))
+                newer = self._listing(lambda: self.api.history(cid, oldest=mark), what)
+                older = self._listing(lambda: self.api.history(cid, latest=mark), what)
                 unique = {str(m.get("ts")): m for m in [*older, *newer]}
                 messages = list(unique.values())
             else:
-                messages = self._listing(lambda: self.api.history(cid))
+                messages = self._listing(lambda: self.api.history(cid), what)
             self._listed[cid] = conversations(cid, messages)
         return self._listed[cid]
 
@@ -280,8 +283,8 @@ class SlackConnector:
         """A member's Footnote identity: the operator's mapping of their e-mail, then of
         their Slack id or user name; unmapped, `slack:ID` (which no one holds)."""
         profile = person.get("profile") if isinstance(person.get("profile"), dict) else {}
-        email = str((profile or {}).get("email") or "").lower()
-        keys = [email, str(person.get("id") or ""), str(person.get("name") or "")]
+        email = str((profile or {}).get("email") or "")
+        keys = [email.lower(), email, str(person.get("id") or ""), str(person.get("name") or "")]
         for key in keys:
             mapped = self.identities.names.get(f"slack:{key}") if key else None
             if mapped:
