@@ -14,8 +14,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-Kind = Literal["folder", "file", "url", "site", "documents", "git", "github"]
-CONNECTOR_KINDS: tuple[Kind, ...] = ("git", "github")
+Kind = Literal[
+    "folder", "file", "url", "site", "documents",
+    "git", "github", "mediawiki", "slack", "confluence", "jira",
+]  # fmt: skip
+CONNECTOR_KINDS: tuple[Kind, ...] = ("git", "github", "mediawiki", "slack", "confluence", "jira")
 """The kinds a connector reads (ingest/connectors/registry.py names each by its scheme)."""
 
 

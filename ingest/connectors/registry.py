@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from footnote.ingest.connectors import git, github
+from footnote.ingest.connectors import confluence, git, github, jira, mediawiki, slack
 from footnote.ingest.connectors.base import Connector, ConnectorError
 from footnote.models.embedding_choice import record_key, state_dir
 from footnote.store.backends import is_postgres
@@ -91,6 +91,17 @@ KINDS: dict[str, ConnectorKind] = {
 KINDS[github.SCHEME] = ConnectorKind(
     "github", github.identify, github.served, github.open_connector
 )
+for _scheme in mediawiki.SCHEMES:
+    KINDS[_scheme] = ConnectorKind(
+        "mediawiki", mediawiki.identify, mediawiki.served, mediawiki.open_connector
+    )
+KINDS[slack.SCHEME] = ConnectorKind("slack", slack.identify, slack.served, slack.open_connector)
+for _scheme in confluence.SCHEMES:
+    KINDS[_scheme] = ConnectorKind(
+        "confluence", confluence.identify, confluence.served, confluence.open_connector
+    )
+for _scheme in jira.SCHEMES:
+    KINDS[_scheme] = ConnectorKind("jira", jira.identify, jira.served, jira.open_connector)
 
 
 def scheme_of(value: str) -> str | None:
