@@ -128,6 +128,8 @@ class ConfluenceStub(Stub):
         self.anonymous = False
         self.space_status = 200
         self.gives_permissions = True
+        self.lists_restrictions = True
+        """False: the content listing leaves out `restrictions`, as if not expanded."""
         """False: the space answers without `permissions`, as a site that no longer expands them."""
         self.groups: dict[str, list[str]] = {}
         self.emails: dict[str, str] = {}
@@ -222,7 +224,11 @@ class ConfluenceStub(Stub):
                 "by": _user(page.author, self.emails),
             },
             "ancestors": ancestors,
-            "restrictions": {"read": {"operation": "read", "restrictions": restrictions}},
+            **(
+                {"restrictions": {"read": {"operation": "read", "restrictions": restrictions}}}
+                if self.lists_restrictions
+                else {}
+            ),
             "_links": {
                 "webui": f"/spaces/{self.space}/pages/{page.id}/{page.title.replace(' ', '+')}",
                 "self": f"{self.base}/rest/api/content/{page.id}",
@@ -285,6 +291,8 @@ class JiraStub(Stub):
         self.groups: dict[str, list[str]] = {}
         self.emails: dict[str, str] = {}
         self.scheme_status = 200
+        self.lists_security = True
+        """False: the search leaves out the `security` field, as if not given."""
 
     @property
     def base(self) -> str:
@@ -379,9 +387,12 @@ class JiraStub(Stub):
             "updated": when(issue.day).strftime("%Y-%m-%dT%H:%M:%S.000+0000"),
             "reporter": self._person(issue.reporter),
             "assignee": self._person(issue.assignee),
+            "security": None,
         }
         if issue.security is not None:
             fields["security"] = {"id": issue.security, "name": f"Level {issue.security}"}
+        if not self.lists_security:
+            del fields["security"]
         return {"id": str(abs(hash(issue.key)) % 10**6), "key": issue.key, "fields": fields}
 
     def _issue(self, issue: StubIssue) -> dict[str, Any]:

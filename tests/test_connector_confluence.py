@@ -206,6 +206,17 @@ def test_space_permissions_that_cannot_be_read_make_the_pages_no_ones(
     assert hits(index, "wombat"), "an admin still sees them"
 
 
+def test_restrictions_the_listing_does_not_show_make_the_pages_no_ones(
+    stub: ConfluenceStub, tmp_path: Path
+) -> None:
+    stub.lists_restrictions = False
+    index = tmp_path / "index"
+    summary = corpus.add(index, [source(stub)], allow_private=True)
+    assert len(summary.restricted) == 5
+    assert "read restrictions of page 1 were not listed" in summary.restricted["ENG/Pager duty"]
+    assert hits(index, "wombat", "engineering", "user:confluence:carol") == []
+
+
 def test_anonymous_access_is_everyone_but_a_restriction_still_narrows(
     stub: ConfluenceStub, tmp_path: Path
 ) -> None:

@@ -193,6 +193,17 @@ def test_a_permission_scheme_that_cannot_be_read_makes_the_issues_no_ones(
     assert hits(index, "wombat"), "an admin still sees them"
 
 
+def test_an_issue_listed_without_its_security_field_is_no_ones(
+    stub: JiraStub, tmp_path: Path
+) -> None:
+    stub.lists_security = False
+    index = tmp_path / "index"
+    summary = corpus.add(index, [source(stub)], allow_private=True)
+    assert len(summary.restricted) == 5
+    assert "security level was not listed" in summary.restricted["OPS/OPS-1"]
+    assert hits(index, "escrow", *OPEN, "user:alice", "user:bob") == []
+
+
 def test_a_project_anyone_may_browse_is_everyones_but_a_level_still_narrows(
     stub: JiraStub, tmp_path: Path
 ) -> None:

@@ -148,6 +148,8 @@ class ConfluenceConnector:
             if found is None:
                 return Permissions.nobody(f"{what}: an ancestor's restrictions could not be read")
             restriction = _restriction(found, self.readers.emails)
+            if isinstance(restriction, str):
+                return Permissions.nobody(f"{what}: {restriction}")
             if restriction is not None:
                 grants.append(restriction)
         return self.readers.resolve(grants, what)
@@ -260,15 +262,21 @@ def _space_grant(space: Any, emails: dict[str, str]) -> Grant:
     return grant
 
 
-def _restriction(page: dict[str, Any], emails: dict[str, str]) -> Grant | None:
-    """A page's own read restriction, or None when it has none (it then narrows nothing)."""
-    read = ((page.get("restrictions") or {}).get("read") or {}).get("restrictions") or {}
-    users = [atlassian.user_key(u, emails) for u in _results(read.get("user"))]
-    groups = [g.get("name") for g in _results(read.get("group"))]
-    grant = Grant(
-        users=frozenset(u for u in users if u),
-        groups=frozenset(g for g in groups if isinstance(g, str) and g),
-    )
+def _restriction(page: dict[str, Any], emails: dict[str, str]) -> Grant | None | str:
+    """A page's own read restriction; None when it has none (it then narrows nothing); why
+    not, when the listing does not show it or names someone without a name the connector
+    can use. Taking a restriction not shown for none would widen the page to the space."""
+    restrictions = page.get("restrictions")
+    read = restrictions.get("read") if isinstance(restrictions, dict) else None
+    subjects = read.get("restrictions") if isinstance(read, dict) else None
+    if not isinstance(subjects, dict):
+        return f"the read restrictions of page {page.get('id')} were not listed"
+    named_users, named_groups = _results(subjects.get("user")), _results(subjects.get("group"))
+    users = {atlassian.user_key(u, emails) for u in named_users} - {None}
+    groups = {g.get("name") for g in named_groups if isinstance(g.get("name"), str)} - {""}
+    if len(users) < len({str(u) for u in named_users}) or len(groups) < len(named_groups):
+        return f"a read restriction of page {page.get('id')} names someone without a usable name"
+    grant = Grant(users=frozenset(str(u) for u in users), groups=frozenset(str(g) for g in groups))
     return grant if grant.users or grant.groups else None
 
 

@@ -137,9 +137,13 @@ class JiraConnector:
         if issue is None:
             return Permissions.nobody(f"{what}: not in the project's listing")
         fields = issue.get("fields") or {}
-        security = fields.get("security")
+        if "security" not in fields:  # not shown: taken for none, it would widen the issue
+            return Permissions.nobody(f"{what}: its security level was not listed")
+        security = fields["security"]
         grants = [browse]
-        if isinstance(security, dict) and security.get("id") is not None:
+        if security is not None:
+            if not isinstance(security, dict) or security.get("id") is None:
+                return Permissions.nobody(f"{what}: a malformed security level")
             level = self._level(str(security["id"]))
             if isinstance(level, Refused):
                 return Permissions.nobody(
