@@ -9,6 +9,7 @@ duplicate chunks."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -54,7 +55,7 @@ def stub(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[SlackStub]
     server.post(GENERAL, 1, "U0ALICE", "The wombat census starts Monday.")
     server.post(GENERAL, 2, "U0BOB", "Bring binoculars for the census.")
     parent = server.post(GENERAL, 3, "U0ALICE", "Who owns the pager rotation?")
-    server.post(GENERAL, 4, "U0BOB", "The quokkas rotate it weekly.", thread=parent)
+    server.post(GENERAL, 4, "U0BOB", "The quokkas rotate it weekly, ask <@U0ALICE>.", thread=parent)
     server.post(GENERAL, 5, "U0ALICE", "Thanks, noted.", thread=parent)
     secret = server.post(PRIVATE, 6, "U0ALICE", "Key escrow moves to the badger vault.")
     server.post(PRIVATE, 7, "U0CAROL", "Escrow keys rotate at dawn.", thread=secret)
@@ -110,6 +111,7 @@ def test_a_full_load_pages_every_listing_and_cites_each_message(
         f"?thread_ts={GENERAL_THREAD}&cid={GENERAL}"
     )
     assert reply.metadata["author"] == "Bob"
+    assert "ask @alice." in reply.text, "a mention reads as the person's name"
     assert reply.access == ["everyone"]
     (escrow,) = {c.source: c for c in hits(index, "escrow")}.values()
     assert escrow.access == ["user:alice", "user:bob", "user:slack:U0CAROL"]
@@ -359,6 +361,16 @@ def test_a_served_admin_adds_a_workspace_and_the_token_is_in_no_audit_line(
     assert not synced["errors"], synced
     assert '"action": "sync"' in audit.read_text()
     assert TOKEN not in audit.read_text()
+
+
+def test_without_slack_sdk_the_error_names_the_extra(
+    stub: SlackStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "slack_sdk", None)
+    api = SlackApi(api=stub.api, token=TOKEN, workspace="acme", budget_s=5)
+    connector = SlackConnector(parse_source(SOURCE), api, identities=IdentityMap({}))
+    with pytest.raises(ConnectorError, match="needs slack_sdk: .*slack"):
+        connector.full_load()
 
 
 @pytest.mark.parametrize(

@@ -40,6 +40,7 @@ from footnote.ingest.connectors.slack_messages import (
     iso,
     parsed,
     permalink,
+    plain_text,
     ts_value,
 )
 from footnote.ingest.documents import ParsedDocument, ParseError
@@ -353,7 +354,7 @@ class SlackConnector:
             "updated": iso(conversation.activity()),
             "messages": [
                 {
-                    "text": str(m.get("text") or ""),
+                    "text": plain_text(str(m.get("text") or ""), self._name_of),
                     "author": self._author(m),
                     "time": iso(str(m.get("ts") or "0")),
                     "link": permalink(self.source.workspace, conversation.channel, m),
@@ -361,6 +362,14 @@ class SlackConnector:
                 for m in kept
             ],
         }
+
+    def _name_of(self, uid: str) -> str | None:
+        """A mentioned person's Slack user name, when Slack tells it."""
+        try:
+            person = self._person(uid)
+        except SlackFailure:
+            return None
+        return (str(person.get("name") or "") or None) if person else None
 
     def _author(self, message: dict[str, Any]) -> str | None:
         """The message's author by their Slack user name (users.info, cached), or a bot's."""

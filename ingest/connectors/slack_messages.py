@@ -15,11 +15,14 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import json
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from footnote.ingest.documents import ParsedDocument, Section
 
+_MARKUP = re.compile(r"<([^<>|]{1,500})(?:\|([^<>]{0,500}))?>")
 _KEPT_SUBTYPES = frozenset({"", "bot_message", "file_share", "me_message", "tombstone"})
 """Messages with text people wrote; joins, leaves, topic and rename notices are not."""
 
@@ -112,6 +115,24 @@ def parsed(record: dict[str, Any], source: str, access: list[str], problem: str 
         access_problem=problem,
         metadata={"workspace": record["workspace"], "channel": record["channel"]},
     )
+
+
+def plain_text(text: str, name_of: Callable[[str], str | None]) -> str:
+    """A message's mrkdwn as it reads: `<@U123>` as `@name`, `<#C123|eng>` as `#eng`,
+    `<https://x|label>` as `label (https://x)`, `<!here>` as `@here`; entities decoded."""
+
+    def read(match: re.Match[str]) -> str:
+        target, label = match.group(1), match.group(2)
+        if target.startswith("@"):
+            return f"@{label or name_of(target[1:]) or target[1:]}"
+        if target.startswith("#"):
+            return f"#{label or target[1:]}"
+        if target.startswith("!"):
+            return f"@{label or target[1:].split('^')[0]}"
+        return f"{label} ({target})" if label and label != target else target
+
+    plain = _MARKUP.sub(read, text)
+    return plain.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def ts_value(ts: str) -> float:
