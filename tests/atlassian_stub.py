@@ -10,8 +10,8 @@ an issue, its comments, the project's permission scheme and its grants, a projec
 actors, the issue security scheme and a level's members, a user's groups and a group's
 members; listings page by `startAt`/`maxResults`/`total`.
 
-Both check basic authentication (401 otherwise), can answer one 429 with Retry-After, and
-record each request's path and query."""
+Both check the credentials (basic, or a bearer personal access token; 401 otherwise), can
+answer one 429 with Retry-After or a redirect, and record each request's path and query."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ class Stub:
         self.token = token
         self.requests: list[str] = []
         self.rate_limit_once: str | None = None
+        self.redirects: dict[str, str] = {}
         """A path prefix whose next request is answered 429 with Retry-After: 1."""
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
@@ -73,13 +74,18 @@ class Stub:
             if self.rate_limit_once and path.startswith(self.rate_limit_once):
                 self.rate_limit_once = None
                 return 429, {"message": "Rate limit exceeded"}, {"Retry-After": "1"}
-            expected = base64.b64encode(f"{self.user}:{self.token}".encode()).decode()
-            if auth != f"Basic {expected}":
+            basic = base64.b64encode(f"{self.user}:{self.token}".encode()).decode()
+            if auth not in (f"Basic {basic}", f"Bearer {self.token}"):
                 return 401, {"statusCode": 401, "message": "Unauthorized"}, {}
-            return self.route(path, query)
+            return self.redirect(path, query) or self.route(path, query)
 
     def route(self, path: str, query: Query) -> Answer:
         raise NotImplementedError
+
+    def redirect(self, path: str, query: Query) -> Answer | None:
+        """A redirect the test asked for (`redirects`: path -> address), else None."""
+        target = self.redirects.get(path)
+        return (302, {}, {"Location": target}) if target else None
 
 
 def _since(text: str) -> dt.datetime | None:

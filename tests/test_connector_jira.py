@@ -10,6 +10,7 @@ chunk; the credentials in no output or file."""
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -18,10 +19,13 @@ from typing import Any
 
 import pytest
 
+from footnote.graph.indexer import IndexerContext
+from footnote.graph.indexer import graph as indexer_graph
 from footnote.ingest import corpus
 from footnote.ingest.connectors import jira
 from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.jira import JiraConnector, parse_source, served
+from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import JiraStub, StubIssue, iso
@@ -323,3 +327,42 @@ def test_a_served_admin_may_add_only_the_operators_site(
 def test_a_malformed_source_is_refused_in_one_line(value: str) -> None:
     with pytest.raises(ConnectorError):
         jira.parse_source(value)
+
+
+def test_a_personal_access_token_alone_is_sent_as_a_bearer_token(
+    stub: JiraStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FOOTNOTE_JIRA_USER")
+    summary = corpus.add(tmp_path / "index", [source(stub)], allow_private=True)
+    assert len(summary.added) == 5 and not summary.failed
+
+
+def test_a_redirect_is_not_followed(stub: JiraStub, tmp_path: Path) -> None:
+    stub.redirects["/rest/api/2/search"] = "http://169.254.169.254/latest/meta-data/"
+    summary = corpus.add(tmp_path / "index", [source(stub)], allow_private=True)
+    assert not summary.added
+    assert "cannot reach" in summary.failed[source(stub)]
+
+
+def test_without_the_client_library_the_error_names_the_extra(
+    stub: JiraStub, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "atlassian", None)
+    with pytest.raises(ConnectorError, match="needs atlassian-python-api"):
+        JiraConnector(parse_source(source(stub))).full_load()
+
+
+def test_a_served_admin_adds_a_project_of_the_operators_site_only(
+    stub: JiraStub, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    context = IndexerContext(
+        index_dir=str(tmp_path / "index"), upload_dir=str(tmp_path / "uploads"), allow_private=True
+    )
+    admin: Any = {"configurable": {"langgraph_auth_user": {"identity": "root", "admin": True}}}
+    with pytest.raises(SourceRefused, match=r"only the site in \$FOOTNOTE_JIRA_URL"):
+        indexer_graph.invoke({"action": "add", "sources": [source(stub)]}, admin, context=context)
+    monkeypatch.setenv("FOOTNOTE_JIRA_URL", stub.base)
+    added = indexer_graph.invoke(
+        {"action": "add", "sources": [source(stub)]}, admin, context=context
+    )
+    assert added["result"]["added"] == 5 and not added["result"]["errors"]

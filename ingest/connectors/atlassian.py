@@ -183,6 +183,8 @@ class Api:
                 backoff_and_retry=False,
                 **auth,
             )
+            # No redirect is followed: the host was checked, a redirect's target was not.
+            self._client.session.max_redirects = 0
         return self._client
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
