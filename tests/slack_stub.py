@@ -54,6 +54,9 @@ class SlackStub:
         self.rate_limit_once: str | None = None
         """A method whose next call is answered 429 with Retry-After."""
         self.retry_after = 1
+        self.hold: str | None = None
+        """A method whose calls wait (outside the lock) until `released` is set."""
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -111,6 +114,10 @@ class SlackStub:
     # -- answers ------------------------------------------------------------------------
 
     def answer(self, method: str, params: dict[str, str], auth: str) -> tuple[int, Any, dict]:
+        if self.hold == method:
+            with self.lock:
+                self.calls.append((f"held:{method}", params))
+            self.released.wait(60)
         with self.lock:
             self.calls.append((method, params))
             if self.rate_limit_once == method:

@@ -9,6 +9,9 @@ duplicate chunks."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -27,7 +30,7 @@ from footnote.ingest.connectors.slack import SlackConnector, parse_source
 from footnote.ingest.connectors.slack_api import SlackApi
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 from tests.slack_stub import SlackStub, StubChannel, ts
 
 pytestmark = pytest.mark.integration
@@ -319,6 +322,47 @@ def test_an_interrupted_sync_resumes_without_duplicate_chunks(
 
     corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
     assert chunks(index) == chunks(tmp_path / "fresh"), "as many chunks as one clean load"
+
+
+def test_a_sync_killed_mid_read_resumes_without_duplicate_chunks(
+    stub: SlackStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for a thread's replies."""
+    index = tmp_path / "index"
+    corpus.add(index, [SOURCE], allow_private=True)
+    stub.post(PRIVATE, 400, "U0BOB", "The platypus drill is on.", thread=PRIVATE_THREAD)
+    stub.hold = "conversations.replies"
+    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
+    sync = subprocess.Popen(
+        [*footnote_command(), "sync", "--index", str(index)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.called("held:conversations.replies") and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for the replies"
+            time.sleep(0.05)
+        assert sync.poll() is None, "the sync was still running when killed"
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert resumed.updated == [thread_id("eng-private", PRIVATE_THREAD)]
+    assert [c.source for c in hits(index, "platypus")] == [thread_id("eng-private", PRIVATE_THREAD)]
+    corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_the_token_and_api_are_the_operators(
