@@ -355,6 +355,8 @@ def test_a_served_admin_may_add_only_the_operators_site(
         "confluence+http://wiki.example.com/wiki?space=ENG",
         "confluence+ftp://host/wiki?space=ENG",
         "confluence+https://host/wiki?space=ENG#frag",
+        "confluence+https://host/wiki?space=..",
+        "confluence+https://host/wiki?space=A/B",
     ],
 )
 def test_a_malformed_source_is_refused_in_one_line(value: str) -> None:

@@ -29,7 +29,8 @@ from footnote.ingest.connectors.identities import IdentityMap
 
 RATE_LIMIT_BUDGET_S = 120.0
 """How long one sync may wait in all for a service's rate limits before it gives up."""
-_KEY = re.compile(r"[A-Za-z0-9_~.-]{1,100}")
+_KEY = re.compile(r"(?!\.*$)[A-Za-z0-9_~.-]{1,100}")
+"""A space or project key: it goes into paths and queries, so no quote, slash or bare dots."""
 _LOOPBACK = ("127.0.0.1", "::1", "localhost")
 _MAX_TRIES = 5
 
