@@ -3,8 +3,8 @@
 document, each message cited by its permalink; a sync that re-reads only the thread that
 changed and prunes a deleted thread; a member removed from a private channel loses it at the
 next sync; members that cannot be read make a channel no one's; a 429 waited out; an
-expired token in one line that loses nothing; a sync interrupted mid-way resumes without
-duplicate chunks."""
+expired token in one line that loses nothing; a sync interrupted mid-way (an exception
+after one thread, or kill -9 of `footnote sync`) resumes without duplicate chunks."""
 
 from __future__ import annotations
 
