@@ -298,6 +298,8 @@ class JiraStub(Stub):
         self.emails: dict[str, str] = {}
         self.scheme_status = 200
         self.lists_security = True
+        self.cloud = False
+        """True: the JQL search is Cloud's `search/jql` (nextPageToken); else Server's `search`."""
         """False: the search leaves out the `security` field, as if not given."""
 
     @property
@@ -314,7 +316,9 @@ class JiraStub(Stub):
         rest = path.removeprefix("/rest/api/2/")
         parts = rest.strip("/").split("/")
         project = ["project", self.project]
-        if parts == ["search"]:
+        if parts == ["search", "jql"] and self.cloud:
+            return 200, self._token_search(query), {}
+        if parts == ["search"] and not self.cloud:
             return 200, self._search(query), {}
         if len(parts) == 2 and parts[0] == "issue" and parts[1] in self.issues:
             return 200, self._issue(self.issues[parts[1]]), {}
@@ -370,6 +374,14 @@ class JiraStub(Stub):
             ]
             return 200, _paged(members, "values", query), {}
         return 404, {"errorMessages": ["Not found"]}, {}
+
+    def _token_search(self, query: Query) -> Any:
+        """Cloud's search: the next page named by an opaque token."""
+        start = int(query.get("nextPageToken", ["0"])[0].removeprefix("tok-") or 0)
+        found = self._search({**query, "startAt": [str(start)]})
+        done = start + PAGE_SIZE >= found["total"]
+        token = {} if done else {"nextPageToken": f"tok-{start + PAGE_SIZE}"}
+        return {"issues": found["issues"], "isLast": done, **token}
 
     def _search(self, query: Query) -> Any:
         jql = query.get("jql", [""])[0]

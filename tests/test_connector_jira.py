@@ -366,3 +366,15 @@ def test_a_served_admin_adds_a_project_of_the_operators_site_only(
         {"action": "add", "sources": [source(stub)]}, admin, context=context
     )
     assert added["result"]["added"] == 5 and not added["result"]["errors"]
+
+
+def test_jira_clouds_search_is_paged_by_its_tokens(stub: JiraStub, tmp_path: Path) -> None:
+    stub.cloud = True
+    index = tmp_path / "index"
+    summary = corpus.add(index, [source(stub)], allow_private=True)
+    assert len(summary.added) == 5 and not summary.failed, summary.failed
+    pages = [r for r in stub.requests if r.startswith("/rest/api/2/search/jql")]
+    assert any("nextPageToken=tok-4" in r for r in pages)
+    assert not any(r.startswith("/rest/api/2/search?") for r in stub.requests)
+    stub.comment("OPS-1", "alice", "The wombats moved burrows.", 20)
+    assert corpus.sync(index, allow_private=True).updated == ["OPS/OPS-1"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -84,6 +85,8 @@ class JiraConnector:
         self._scheme: str | Refused | None = None
         self._memberships: dict[str, frozenset[str]] = {}
         self._permissions: dict[str, Permissions] = {}
+        self._classic_search = False
+        """The site has no `search/jql` (Server, Data Center): `search` with `startAt`."""
 
     # -- the Connector protocol --------------------------------------------------------
 
@@ -97,7 +100,7 @@ class JiraConnector:
         if date is None:
             return self.full_load()
         jql = f'project = "{self.site.key}" AND updated >= "{date}" ORDER BY updated ASC'
-        changed = self.api.paged("rest/api/2/search", {"jql": jql, "fields": "updated"}, "issues")
+        changed = self._search(jql, "updated")
         listing = self._everything()
         issues = [
             listing[i["key"]] for i in changed if isinstance(i, dict) and i.get("key") in listing
@@ -117,13 +120,40 @@ class JiraConnector:
     def _everything(self) -> dict[str, dict[str, Any]]:
         if self._listing is None:
             jql = f'project = "{self.site.key}" ORDER BY updated ASC'
-            found = self.api.paged("rest/api/2/search", {"jql": jql, "fields": _LISTED}, "issues")
+            found = self._search(jql, _LISTED)
             self._listing = {
                 str(i["key"]): i
                 for i in found
                 if isinstance(i, dict) and _ISSUE_KEY.fullmatch(str(i.get("key")))
             }
         return self._listing
+
+    def _search(self, jql: str, fields: str) -> list[Any]:
+        """Every issue a JQL search finds: Jira Cloud's `search/jql` (pages linked by
+        `nextPageToken`), or, where the site has none (Server, Data Center: 404), `search`
+        paged by `startAt`."""
+        if not self._classic_search:
+            try:
+                return list(self._token_pages(jql, fields))
+            except Refused as exc:
+                if exc.status != 404:
+                    raise
+                self._classic_search = True
+        params = {"jql": jql, "fields": fields}
+        return list(self.api.paged("rest/api/2/search", params, "issues"))
+
+    def _token_pages(self, jql: str, fields: str) -> Iterator[Any]:
+        params: dict[str, Any] = {"jql": jql, "fields": fields, "maxResults": 100}
+        seen: set[str] = set()
+        while True:
+            answer = self.api.get("rest/api/2/search/jql", params)
+            issues = answer.get("issues") if isinstance(answer, dict) else None
+            yield from issues if isinstance(issues, list) else []
+            token = answer.get("nextPageToken") if isinstance(answer, dict) else None
+            if not issues or not isinstance(token, str) or token in seen or answer.get("isLast"):
+                return
+            seen.add(token)  # a token seen before would loop for ever
+            params = {**params, "nextPageToken": token}
 
     def _read_permissions(self, key: str) -> Permissions:
         what = f"{self.site.label} issue {key}"
