@@ -134,26 +134,13 @@ class JiraConnector:
         paged by `startAt`."""
         if not self._classic_search:
             try:
-                return list(self._token_pages(jql, fields))
+                return list(_token_pages(self.api, jql, fields))
             except Refused as exc:
                 if exc.status != 404:
                     raise
                 self._classic_search = True
         params = {"jql": jql, "fields": fields}
         return list(self.api.paged("rest/api/2/search", params, "issues"))
-
-    def _token_pages(self, jql: str, fields: str) -> Iterator[Any]:
-        params: dict[str, Any] = {"jql": jql, "fields": fields, "maxResults": 100}
-        seen: set[str] = set()
-        while True:
-            answer = self.api.get("rest/api/2/search/jql", params)
-            issues = answer.get("issues") if isinstance(answer, dict) else None
-            yield from issues if isinstance(issues, list) else []
-            token = answer.get("nextPageToken") if isinstance(answer, dict) else None
-            if not issues or not isinstance(token, str) or token in seen or answer.get("isLast"):
-                return
-            seen.add(token)  # a token seen before would loop for ever
-            params = {**params, "nextPageToken": token}
 
     def _read_permissions(self, key: str) -> Permissions:
         what = f"{self.site.label} issue {key}"
@@ -263,7 +250,8 @@ class JiraConnector:
     def _role(self, role_id: str) -> Grant:
         role = self.api.get(f"rest/api/2/project/{self.site.key}/role/{role_id}")
         users, groups = set(), set()
-        for actor in (role or {}).get("actors") or [] if isinstance(role, dict) else []:
+        actors = role.get("actors") if isinstance(role, dict) else None
+        for actor in actors if isinstance(actors, list) else []:
             if not isinstance(actor, dict):
                 continue
             if actor.get("type") == "atlassian-group-role-actor":
@@ -345,7 +333,7 @@ class JiraConnector:
         issue = self.api.get(
             f"rest/api/2/issue/{key}", {"fields": "summary,description,reporter,updated,status"}
         )
-        fields = (issue or {}).get("fields") or {} if isinstance(issue, dict) else {}
+        fields = (issue.get("fields") if isinstance(issue, dict) else None) or {}
         link = f"{self.site.base}/browse/{key}"
         comments = [
             {
@@ -367,6 +355,21 @@ class JiraConnector:
             "link": link,
             "comments": comments,
         }
+
+
+def _token_pages(api: Api, jql: str, fields: str) -> Iterator[Any]:
+    """Jira Cloud's search, page after page by `nextPageToken`."""
+    params: dict[str, Any] = {"jql": jql, "fields": fields, "maxResults": 100}
+    seen: set[str] = set()
+    while True:
+        answer = api.get("rest/api/2/search/jql", params)
+        issues = answer.get("issues") if isinstance(answer, dict) else None
+        yield from issues if isinstance(issues, list) else []
+        token = answer.get("nextPageToken") if isinstance(answer, dict) else None
+        if not issues or not isinstance(token, str) or token in seen or answer.get("isLast"):
+            return
+        seen.add(token)  # a token seen before would loop for ever
+        params = {**params, "nextPageToken": token}
 
 
 def _name(user: Any) -> str | None:
