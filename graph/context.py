@@ -155,8 +155,9 @@ class Context:
         default="none",
         metadata={
             "description": "Reorders the search's top 20 before grading: 'none', 'sentence' "
-            "(offline, best-matching sentence by embedding), 'llm' (the chat model of `model` "
-            "scores them) or 'crossencoder:PATH' (a local sentence-transformers CrossEncoder; "
+            "(offline, best-matching sentence by embedding), 'judge' (offline, Footnote's own "
+            "cross-encoder), 'llm' (the chat model of `model` scores them) or 'crossencoder:PATH' "
+            "(a local sentence-transformers CrossEncoder; "
             "the `crossencoder` extra)."
         },
     )

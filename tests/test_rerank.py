@@ -27,7 +27,9 @@ from tests.fakes import ScriptedChatModel, tool_call
 QUESTION = "How often do I have to change my API key?"
 
 
-@pytest.mark.parametrize("spec", ["none", "sentence", "llm", "crossencoder:/models/ms-marco"])
+@pytest.mark.parametrize(
+    "spec", ["none", "sentence", "judge", "llm", "crossencoder:/models/ms-marco"]
+)
 def test_known_specs_are_accepted(spec: str) -> None:
     assert check_reranker(spec) == spec
     assert Context(reranker=spec).reranker == spec

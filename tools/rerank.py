@@ -2,11 +2,14 @@
 
     none                    keep the first-stage order
     sentence                LLM-free: the best-matching sentence of each chunk, by embedding
+    judge                   LLM-free: Footnote's own cross-encoder (models/judge.py), shipped
+                            with the package and run on onnxruntime
     llm                     the configured chat model scores all candidates in one call
     crossencoder:PATH       a sentence-transformers CrossEncoder from a local path (extra)
 
-No cross-encoder ships inside a PyPI package, so none can be the offline default. Importing
-this module is cheap: each reranker loads what it needs when it is built.
+No third-party cross-encoder ships inside a PyPI package; the judge is Footnote's own, trained
+by training/judge/. Importing this module is cheap: each reranker loads what it needs when it
+is built.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ if TYPE_CHECKING:
     from footnote.models.embeddings import IndexEmbeddings
 
 Reranker = Callable[[str, list[Hit]], list[Hit]]
-RERANKERS = ("none", "sentence", "llm", "crossencoder:PATH")
+RERANKERS = ("none", "sentence", "judge", "llm", "crossencoder:PATH")
 """What `--reranker` and the context's `reranker` accept."""
 
 
@@ -36,7 +39,7 @@ class RerankerError(ValueError):
 
 def check_reranker(spec: str) -> str:
     """The spec itself when it names a reranker; otherwise a RerankerError listing them."""
-    if spec in ("none", "sentence", "llm"):
+    if spec in ("none", "sentence", "judge", "llm"):
         return spec
     if spec.startswith("crossencoder:") and spec.split(":", 1)[1].strip():
         return spec
@@ -78,6 +81,28 @@ def sentence_reranker(embeddings: IndexEmbeddings, *, weight: float = 0.5) -> Re
             best[owner] = max(best[owner], float(value))
         prior = 1.0 / (1.0 + np.arange(len(hits)) / 10.0)
         return _reorder(hits, weight * best + (1 - weight) * prior)
+
+    return rerank
+
+
+def judge_reranker() -> Reranker:
+    """The judge reads the question with each candidate (its heading path, then its text) and
+    orders them by its logit; ties keep the first-stage order."""
+    from footnote.models.judge import JudgeModelError, load_judge
+
+    try:
+        judge = load_judge()
+    except JudgeModelError as exc:
+        raise RerankerError(str(exc)) from None
+
+    def rerank(query: str, hits: list[Hit]) -> list[Hit]:
+        if not hits:
+            return hits
+        passages = [
+            f"{heading_prefix(h.chunk.title, h.chunk.section)}\n{h.chunk.text}" for h in hits
+        ]
+        scores = judge.score(query, passages)
+        return _reorder(hits, [float(s) - i * 1e-6 for i, s in enumerate(scores)])
 
     return rerank
 
@@ -151,6 +176,8 @@ def make_reranker(
         return None
     if spec == "sentence":
         return sentence_reranker(embeddings)
+    if spec == "judge":
+        return judge_reranker()
     if spec == "llm":
         if chat_model is None:
             raise RerankerError("the llm reranker needs a chat model: set --model (or `model`)")

@@ -43,7 +43,7 @@ class SearchRequest:
     extra_texts: list[str] = field(default_factory=list)
     """More texts whose embeddings are searched alongside the query (a HyDE passage)."""
     reranker: str = "none"
-    """Reranker of the pipeline stage: none, sentence, llm or crossencoder:PATH."""
+    """Reranker of the pipeline stage: none, sentence, judge, llm or crossencoder:PATH."""
     chat_model: BaseChatModel | None = None
     """The chat model the `llm` reranker asks."""
 

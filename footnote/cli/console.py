@@ -56,7 +56,8 @@ def add_reranker_options(
         default=default,
         type=reranker_spec,
         metavar="NAME",
-        help="reorder the pipeline's top 20: none (default), sentence, llm (asks --model) or "
+        help="reorder the pipeline's top 20: none (default), sentence, judge (Footnote's own "
+        "cross-encoder, offline), llm (asks --model) or "
         "crossencoder:PATH (a local model folder; the `crossencoder` extra)",
     )
     if model:
