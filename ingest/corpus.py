@@ -12,7 +12,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from footnote.ingest.candidates import Candidate
 from footnote.ingest.documents import ParsedDocument, Section
@@ -31,6 +31,9 @@ from footnote.ingest.summary import IngestSummary
 from footnote.store.backends import open_writer
 from footnote.store.postgres import redact
 from footnote.store.types import FileRecord, IndexError_
+
+if TYPE_CHECKING:
+    from footnote.ingest.permission_sync import PermissionSummary
 
 
 def add(
@@ -75,6 +78,17 @@ def sync(index: str | Path, *, rebuild: bool = False, **options: Any) -> IngestS
             "`footnote ingest --rebuild PATH... --index INDEX`"
         )
     return update_index(index, roots, IngestOptions.of(rebuild=rebuild, **options))
+
+
+def sync_permissions(
+    index: str | Path, *, allow_private: bool | None = None, embeddings: str = ""
+) -> PermissionSummary:
+    """Ask every connector source who reads each of its indexed documents now, and publish
+    the documents whose readers changed with their new access; no content read, nothing
+    embedded (`footnote sync --permissions-only`; see `ingest.permission_sync`)."""
+    from footnote.ingest.permission_sync import sync_permissions as permissions_pass
+
+    return permissions_pass(index, allow_private=allow_private, embeddings=embeddings)
 
 
 def remove(

@@ -1,12 +1,14 @@
-"""`footnote add`, `remove`, `sources` and `sync [--watch]`: keep an index in step with its
-folders, files and sites. Every command prints what changed and why (`--json` for scripts)."""
+"""`footnote add`, `remove`, `sources` and `sync [--watch | --permissions-only | --every D]`:
+keep an index in step with its folders, files and sites. Every command prints what changed
+and why (`--json` for scripts). `serve --sync-every` takes its schedule from here too."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from footnote.cli.options import add_index_option
@@ -176,12 +178,32 @@ def _register_sync(sub: Any) -> None:
         "sync",
         help="read every remembered source again and bring the index in step",
         description="New documents added, changed ones updated, those gone from a source "
-        "removed; nothing outside the sources touched. --watch keeps doing it as files change.",
+        "removed; nothing outside the sources touched. --watch keeps doing it as files change; "
+        "--permissions-only re-reads only who may read each connector document (docs/sync.md); "
+        "--every and --permissions-every run them on a schedule until Ctrl-C.",
         epilog=EXAMPLES,
         formatter_class=_FORMAT,
     )
     p.add_argument("--watch", action="store_true", help="sync again whenever a source changes")
     p.add_argument("--debounce", type=float, default=0.5, help="--watch: wait this long (s)")
+    p.add_argument(
+        "--permissions-only",
+        action="store_true",
+        help="only ask connector sources who reads each indexed document now and publish "
+        "the changed access: no content read, nothing embedded",
+    )
+    p.add_argument(
+        "--every",
+        type=duration,
+        metavar="DURATION",
+        help="sync again every DURATION (30s, 15m, 1h) until Ctrl-C, a line per run",
+    )
+    p.add_argument(
+        "--permissions-every",
+        type=duration,
+        metavar="DURATION",
+        help="a permission-only sync every DURATION (with or without --every)",
+    )
     _common(p)
     p.set_defaults(func=cmd_sync)
 
@@ -355,9 +377,24 @@ def _document_line(doc: dict[str, Any]) -> str:
 
 def cmd_sync(args: argparse.Namespace) -> int:
     from footnote.ingest import corpus
+    from footnote.ingest.audit import local_operator
+    from footnote.ingest.sync_schedule import audited_run, record_run
     from footnote.store.types import IndexError_
 
-    status = _report(args, lambda: corpus.sync(args.index, **_options(args)))
+    if args.every or args.permissions_every:
+        return _scheduled_sync(args)
+    if args.permissions_only:
+        if args.watch or args.rebuild:
+            print("footnote: --permissions-only takes no --watch or --rebuild", file=sys.stderr)
+            return 2
+        return _report_permissions(args)
+    who = local_operator()
+    status = _report(
+        args,
+        lambda: audited_run(
+            args.index, "sync", who, lambda: corpus.sync(args.index, **_options(args))
+        ),
+    )
     if not args.watch or status == 2:
         return status
 
@@ -374,10 +411,140 @@ def cmd_sync(args: argparse.Namespace) -> int:
         for summary in corpus.watch(
             args.index, debounce=args.debounce, on_start=watching, **options
         ):
+            record_run(args.index, "sync", who, summary)
             print_summary(summary, args.index, as_json=args.json)
     except KeyboardInterrupt:
         return 0
     except (IndexError_, ValueError) as exc:  # damaged while watched: refused, the watch ends
+        record_run(args.index, "sync", who, None, exc)
         print(f"footnote: {exc}", file=sys.stderr)
         return 2
     return status
+
+
+def _report_permissions(args: argparse.Namespace) -> int:
+    """`sync --permissions-only`: the counts, then a line per document whose access changed
+    or that only admins may see; exit 1 when a source failed or a document is admins only."""
+    from footnote.ingest import corpus
+    from footnote.ingest.audit import local_operator
+    from footnote.ingest.sync_schedule import audited_run
+    from footnote.store.types import IndexError_
+
+    def run() -> Any:
+        allow = True if args.allow_private else None
+        return corpus.sync_permissions(args.index, allow_private=allow, embeddings=args.embeddings)
+
+    try:
+        summary = audited_run(args.index, "permissions", local_operator(), run)
+    except (IndexError_, ValueError) as exc:
+        from footnote.cli.conventions import index_status
+
+        print(f"footnote: {exc}", file=sys.stderr)
+        return index_status(exc)
+    result = summary.to_dict()
+    if args.json:
+        print(json.dumps(result, indent=2), flush=True)
+    else:
+        print(
+            f"{args.index}: permissions of {result['checked']} documents checked "
+            f"({result['sources']} connector sources), {result['access_changed']} access "
+            f"changed, {result['restricted']} admins only, {result['failed']} failed; "
+            f"{result['embedded_texts']} embedded",
+            flush=True,
+        )
+        for item in result["changes"]:
+            print(f"  access: {item['source']}: {','.join(item['access'] or []) or 'admins only'}")
+        for item in result["restrictions"]:
+            print(f"  admins only: {item['source']}: {item['reason']}")
+        for error in result["errors"]:
+            print(f"  failed: {error['source']}: {error['error']}")
+    return 1 if summary.failed or summary.restricted else 0
+
+
+def _scheduled_sync(args: argparse.Namespace) -> int:
+    """`sync --every D [--permissions-every D]`: a line per run (JSON with --json) until
+    Ctrl-C, which ends it with status 0; a failed run is a line and the schedule goes on."""
+    from footnote.ingest.sync_schedule import run_line, run_schedule, sync_runner, timers_for
+
+    if args.watch or args.rebuild:
+        print("footnote: a schedule cannot --watch or --rebuild", file=sys.stderr)
+        return 2
+    every, permissions = args.every, args.permissions_every
+    if args.permissions_only:  # --permissions-only --every D: only permission syncs
+        every, permissions = None, permissions or every
+    options = {**_options(args), "rebuild": False}
+    options["progress"] = None  # a line per run, not a progress bar per run
+
+    def report(kind: Any, summary: Any, error: Exception | None, wait: float) -> None:
+        if args.json:
+            done = {"run": kind, "next_s": wait}
+            done.update({"error": str(error)} if error else summary.to_dict())
+            print(json.dumps(done), flush=True)
+        else:
+            print(run_line(kind, summary, error, wait), flush=True)
+
+    print(
+        f"footnote: syncing {args.index} on a schedule; Ctrl-C stops", file=sys.stderr, flush=True
+    )
+    try:
+        run_schedule(
+            timers_for(every, permissions), sync_runner(args.index, "schedule", **options), report
+        )
+    except KeyboardInterrupt:
+        return 0
+    return 0
+
+
+def duration(text: str) -> float:
+    """An option's DURATION (`30s`, `15m`, `1h`, `1h30m`) in seconds; argparse's own error
+    (status 2) for anything else."""
+    from footnote.ingest.sync_schedule import parse_duration
+
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def add_schedule_options(p: argparse.ArgumentParser) -> None:
+    """`footnote serve --sync-every D [--permissions-every D]`: the served index synced on a
+    schedule beside the server."""
+    group = p.add_argument_group("syncing on a schedule (docs/sync.md)")
+    group.add_argument(
+        "--sync-every",
+        type=duration,
+        metavar="DURATION",
+        help="a full sync of the served index every DURATION (30s, 15m, 1h), the first at start",
+    )
+    group.add_argument(
+        "--permissions-every",
+        type=duration,
+        metavar="DURATION",
+        help="a permission-only sync every DURATION: readers re-read, nothing embedded",
+    )
+
+
+@contextlib.contextmanager
+def served_schedule(args: argparse.Namespace) -> Iterator[None]:
+    """While `footnote serve` runs: the schedule its options ask for in a thread of this
+    process (none when neither is given), each run a line here and an audit record by
+    `schedule`; stopped, after the run in progress, when the server stops."""
+    if args.sync_every is None and args.permissions_every is None:
+        yield
+        return
+    import os
+
+    from footnote.ingest.sync_schedule import ScheduleThread, served_runner, timers_for
+
+    options = {  # as the served indexer's "Sync all" is run (graph.indexer.IndexerContext)
+        "embeddings": os.environ.get("FOOTNOTE_EMBEDDINGS", "").strip(),
+        "allow_private": os.environ.get("FOOTNOTE_ALLOW_PRIVATE_URLS") == "1",
+    }
+    timers = timers_for(args.sync_every, args.permissions_every)
+    runner = served_runner(str(args.index), "schedule", **options)
+    thread = ScheduleThread(timers, runner, lambda line: print(f"footnote: {line}", flush=True))
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.stop()
