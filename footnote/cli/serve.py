@@ -8,11 +8,17 @@ import os
 import sys
 from pathlib import Path
 
+from footnote.cli.corpus import add_schedule_options, served_schedule
 from footnote.cli.options import add_index_option
 from footnote.store.postgres import redact
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    with served_schedule(args):  # --sync-every / --permissions-every, stopped with the server
+        return _serve(args)
+
+
+def _serve(args: argparse.Namespace) -> int:
     if args.production:  # Aegra on PostgreSQL + Redis
         return _serve_production(args)
     import signal
@@ -211,6 +217,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="the server's log (default: serve-PORT.log in ~/.local/state/footnote, or "
         "$FOOTNOTE_STATE_DIR)",
     )
+    add_schedule_options(p)
     known = len(p._actions)
     add_production_options(p)
     # What only --production reads, with its default: `footnote serve` refuses it given alone.
