@@ -110,9 +110,11 @@ class Context:
             "coverage) or 'calibrated' (similarity, keyword coverage and the question's "
             "weakest word matched word by word, with a veto on chunks that lack the "
             "question's names, fitted on the handbook set and pyfaq-core; "
-            "footnote/graph/grader.json; keyword queries get the linear blend). The "
+            "footnote/graph/grader.json; keyword queries get the linear blend) or 'judge' "
+            "(Footnote's own cross-encoder reads the question with each chunk). The "
             "calibrated one answers more paraphrases and more near misses it was not fitted "
-            "on (docs/evaluation.md)."
+            "on; the judge refuses more near misses and abstains wrongly more often "
+            "(docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

@@ -31,8 +31,8 @@ from footnote.tools.documents import OPERATING_GRADE as OPERATING_GRADE
 from footnote.tools.documents import Candidate, recentred, relevance, sigmoid
 from footnote.tools.documents import linear_score as linear_score
 
-OfflineGrader = Literal["calibrated", "linear"]
-OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear")
+OfflineGrader = Literal["calibrated", "linear", "judge"]
+OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear", "judge")
 DEFAULT_OFFLINE_GRADER: OfflineGrader = "linear"
 """The calibrated model (fitted on the handbook set and pyfaq-core together, checked on
 debfaq) answers almost twice as many paraphrased handbook questions at the same near-miss
@@ -371,6 +371,8 @@ def offline_grades(
     gold section beside the first more often (docs/evaluation.md). When none passes, the
     calibrated grades stand, and the part is not covered."""
     check_offline_grader(grader)
+    if grader == "judge":
+        return judge_grades(candidates, question)
     linear = [relevance(c) for c in candidates]
     if grader_for(grader, question) == "linear":
         return linear
@@ -378,6 +380,27 @@ def offline_grades(
     if not any(g >= threshold for g in calibrated):
         return calibrated
     return [max(c, g) for c, g in zip(calibrated, linear, strict=True)]
+
+
+JUDGE_THRESHOLD = -0.057
+"""The judge's logit at the operating point (grade 0.5): fitted on the fitting halves of the
+handbook set, pyfaq-core and debfaq by `benchmarks/fit_grader.py --judge`, reported on the
+other halves (docs/evaluation.md, "The judge")."""
+
+
+def judge_grades(candidates: Sequence[Candidate], question: str) -> list[float]:
+    """Each candidate's grade from the judge (Footnote's cross-encoder, models/judge.py),
+    which reads the question with the chunk's heading path and text, so a near miss that
+    shares every topic word with the chunk but asks about something else scores low. The
+    logit is log-odds already: its sigmoid around JUDGE_THRESHOLD puts the operating point
+    at 0.5, like the other graders."""
+    from footnote.models.judge import load_judge
+    from footnote.tools.documents import embedding_text_of
+
+    if not candidates:
+        return []
+    logits = load_judge().score(question, [embedding_text_of(c["document"]) for c in candidates])
+    return [sigmoid(float(logit) - JUDGE_THRESHOLD) for logit in logits]
 
 
 def may_pass(candidates: Sequence[Candidate], question: str, threshold: float) -> list[bool]:
@@ -390,7 +413,7 @@ def may_pass(candidates: Sequence[Candidate], question: str, threshold: float) -
 def reads_token_recall(grader: OfflineGrader, question: str = "") -> bool:
     """Whether the grader weighs the `token_recall` evidence for this question, which costs a
     forward pass per chunk to measure (tools.documents.with_token_recall)."""
-    if grader_for(grader, question) == "linear":
+    if grader_for(grader, question) in ("linear", "judge"):
         return False
     model = shipped_grader()
     weights = zip(model.features, model.weights, strict=True)

@@ -150,3 +150,34 @@ def test_a_damaged_judge_gives_one_clear_error_from_the_reranker(
             make_reranker("judge", load_embeddings(""))
     finally:
         load_judge.cache_clear()
+
+
+def test_the_judge_grader_puts_its_fitted_threshold_at_the_operating_point(
+    handbook_index: Path,
+) -> None:
+    """`offline_grader="judge"`: each candidate's grade is the sigmoid of its logit less
+    JUDGE_THRESHOLD, so a grade passes 0.5 exactly when the judge's logit passes the
+    threshold fitted on the fitting halves; the grader needs no token recall."""
+    import math
+
+    from footnote.graph.grader import (
+        JUDGE_THRESHOLD,
+        OPERATING_GRADE,
+        offline_grades,
+        reads_token_recall,
+    )
+    from footnote.store.types import Caller
+    from footnote.tools.documents import embedding_text_of, retrieve_candidates
+    from footnote.tools.search import SearchRequest
+
+    request = SearchRequest(query=QUESTION, index_dir=handbook_index, k=8,
+                            caller=Caller.operator())  # fmt: skip
+    candidates = retrieve_candidates(request, question=QUESTION)
+    grades = offline_grades(candidates, "judge", QUESTION)
+    logits = load_judge().score(QUESTION, [embedding_text_of(c["document"]) for c in candidates])
+    assert len(grades) == len(candidates) == 8
+    for grade, logit in zip(grades, logits, strict=True):
+        assert math.isclose(grade, 1 / (1 + math.exp(JUDGE_THRESHOLD - float(logit))), rel_tol=1e-6)
+        assert (grade >= OPERATING_GRADE) == (float(logit) >= JUDGE_THRESHOLD)
+    assert offline_grades([], "judge", QUESTION) == []
+    assert not reads_token_recall("judge", QUESTION)
