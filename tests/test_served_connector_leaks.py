@@ -421,15 +421,48 @@ def revoke_bob(served: Served) -> str | None:
     return current_version(served.indexes.index)
 
 
+def written_before(served: Served, user: str, issue: Issue) -> str:
+    """A thread in which `user` asks about `issue` and is answered from it."""
+    client = served.clients[user]
+    thread = str(client.threads.create()["thread_id"])
+    assert issue.source in cited(ask(client, issue.question, thread)), (user, issue)
+    return thread
+
+
+def shown_after(served: Served, user: str, thread: str, issue: Issue) -> dict[str, list[str]]:
+    """What of the issues `user` may no longer see each way of reading an earlier thread
+    shows: its state, history and listing, a run continuing it, and a new question."""
+    client = served.clients[user]
+    reads = {
+        "state": lambda: client.threads.get_state(thread),
+        "history": lambda: client.threads.get_history(thread),
+        "search": lambda: client.threads.search(limit=1000),
+        "continue": lambda: ask(client, "and what else?", thread),
+        "fresh": lambda: ask(client, issue.question),
+    }
+    shown = {}
+    for name, read in reads.items():
+        status, body = refusal(read)
+        assert status in (200, 404), (name, status, body)
+        shown[name] = served.leaked(user, body, strict=True)
+    return shown
+
+
+def leaks(shown: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {name: markers for name, markers in shown.items() if markers}
+
+
 def test_a_revoked_reader_sees_nothing_of_the_repository_once_the_sync_publishes(
     served: Served,
 ) -> None:
     """≥ 1,000 probes, half before the change and half after the sync has published, some
-    while it runs; zero leaks; the running server answers from the new version."""
+    while it runs; zero leaks; the running server answers from the new version, and bob's
+    thread about the vault, written before, shows none of it."""
     started = time.monotonic()
     check_markers()
     assert served.sees("bob", "acme/vault", strict=True), "bob reads the vault before"
     check_views(served, ISSUES)
+    earlier = written_before(served, "bob", ISSUES[0])
     listener = Listener()
     schedule = Schedule(served, Prober(served.url, served.clients, served.leaked))
     try:
@@ -451,6 +484,9 @@ def test_a_revoked_reader_sees_nothing_of_the_repository_once_the_sync_publishes
     assert listener.received == []
     fresh = [leak for leak in tally.leaks if not leak.history]
     assert not fresh, (tally.summary(), fresh[:5])
+    shown = shown_after(served, "bob", earlier, ISSUES[0])
+    assert not shown.pop("fresh"), "a new question is answered from the new version"
+    assert not any(shown.values()), (served.runtime, "a thread written before", leaks(shown))
     assert not tally.leaks, (tally.summary(), "threads written before the change", tally.leaks[:5])
 
 
@@ -458,23 +494,11 @@ def test_a_thread_written_before_the_change_shows_none_of_it_after(served: Serve
     """carol asks about the ledger only she reads, then loses it at the source; after the
     sync her earlier thread's state, history and listing, and a run continuing it, hold none
     of the ledger's text."""
-    carol = served.clients["carol"]
     (ledger,) = [i for i in ISSUES if i.repo == "acme/ledger"]
-    thread = carol.threads.create()["thread_id"]
-    assert ledger.source in cited(ask(carol, ledger.question, thread))
+    earlier = written_before(served, "carol", ledger)
     served.stub.repos["acme/ledger"].collaborators.remove("carolyn")
     synced(served, start_sync(served))
 
-    reads = {
-        "state": lambda: carol.threads.get_state(thread),
-        "history": lambda: carol.threads.get_history(thread),
-        "search": lambda: carol.threads.search(limit=100),
-        "continue": lambda: ask(carol, "and when is the next one?", thread),
-        "fresh": lambda: ask(carol, ledger.question),
-    }
-    shown = {}
-    for name, read in reads.items():
-        status, body = refusal(read)
-        assert status in (200, 404), (name, status, body)
-        shown[name] = served.leaked("carol", body, strict=True)
-    assert not any(shown.values()), (served.runtime, shown)
+    shown = shown_after(served, "carol", earlier, ledger)
+    assert not shown.pop("fresh"), "a new question is answered from the new version"
+    assert not any(shown.values()), (served.runtime, leaks(shown))
