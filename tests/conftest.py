@@ -7,6 +7,7 @@ writes to an index builds its own under `tmp_path`.
 
 from __future__ import annotations
 
+import inspect
 import itertools
 import os
 import shutil
@@ -117,13 +118,34 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["FOOTNOTE_STATE_DIR"] = before
 
 
+PROCESS_CALLS = ("run_cli", "subprocess.", "Popen(", "footnote_command(")
+"""What in a test's own body starts another process: the CLI fixture, subprocess, Popen."""
+
+
+def starts_processes(item: pytest.Item) -> bool:
+    """Whether the test runs the CLI or another program in a process of its own (its
+    fixtures or its body say so)."""
+    if "run_cli" in getattr(item, "fixturenames", ()):
+        return True
+    try:
+        body = inspect.getsource(getattr(item, "function", None) or (lambda: None))
+    except (OSError, TypeError):
+        return False
+    return any(call in body for call in PROCESS_CALLS)
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """A test that starts the embedded PostgreSQL is an integration test, however it reaches
+    """Markers that keep the fast subset honest without each file having to remember them.
+
+    A test that starts the embedded PostgreSQL is an integration test, however it reaches
     it: the `pg_server` fixture, or the `locate` fixture's postgres backend (which asks for
-    the server only when run). So `./dev test -m "not integration"` is a fast subset that
-    starts no server, without each file having to remember the marker."""
+    the server only when run). A test that starts another process (the `footnote` command,
+    a worker it kills) is a `process` test: each one pays an interpreter's start and
+    Footnote's imports, seconds apiece. `./dev test --fast` leaves out both."""
     for item in items:
         fixtures = getattr(item, "fixturenames", ())
         params = getattr(getattr(item, "callspec", None), "params", {})
         if "pg_server" in fixtures or params.get("locate") == "postgres":
             item.add_marker(pytest.mark.integration)
+        if starts_processes(item):
+            item.add_marker(pytest.mark.process)
