@@ -15,6 +15,7 @@ from footnote.ingest.summary import IngestSummary
 from footnote.models.embedding_choice import IndexEmbeddings, as_index_embeddings
 from footnote.models.embedding_choice import remember as remember_embeddings
 from footnote.models.embedding_choice import remembered as remembered_embeddings
+from footnote.store import revocations
 from footnote.store.backends import is_postgres, open_writer
 from footnote.store.base import IndexWriter, PreviousState
 from footnote.store.embedding_cache import EmbeddingCache, prune_cache
@@ -91,6 +92,7 @@ class IndexRun:
         publish nothing rather than an empty one. Documents the backend refused at publish
         leave `added` and `updated` for `failed`."""
         summary = self.summary
+        manifest = {**manifest, revocations.MANIFEST_KEY: self.revocations_after(files)}
         if self.live is None and not files and summary.failed:
             self.published_nothing = True
         else:
@@ -106,3 +108,12 @@ class IndexRun:
             prune_cache(self.cache)
         for listed in (summary.added, summary.updated):
             listed[:] = [source for source in listed if source not in summary.failed]
+
+    def revocations_after(self, files: dict[str, FileRecord]) -> dict[str, str]:
+        """The revocation log the new version carries: the live one's (or, rebuilding a
+        damaged index, the one remembered beside it), plus the groups this publish takes
+        a document from (`footnote.store.revocations`)."""
+        kept = self.live.manifest if self.live is not None else self.kept
+        log = revocations.checked_log(kept.get(revocations.MANIFEST_KEY))
+        lost = revocations.revoked_groups(self.live.files, files) if self.live else set()
+        return revocations.with_revocations(log, lost)

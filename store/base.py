@@ -40,8 +40,9 @@ class PreviousState:
     `partial` (the second argument), which skips the missing ones."""
 
 
-REMEMBERED_KEYS = ("sources", "default_access", "embedding", "chunking", "context")
-"""What a manifest holds that a rebuild needs again: the sources to read and how."""
+REMEMBERED_KEYS = ("sources", "default_access", "embedding", "chunking", "context", "revocations")
+"""What a manifest holds that a rebuild needs again: the sources to read and how, and the
+revocation log (`footnote.store.revocations`), so a rebuild does not bring old threads back."""
 
 
 def remembered_settings(manifest: dict[str, Any]) -> dict[str, Any]:

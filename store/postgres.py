@@ -776,6 +776,20 @@ def _ranked(rows: list[tuple[Any, ...]]) -> list[Ranked]:
     return [Ranked(int(row), float(score), chunk_position(cid)) for row, cid, score in rows]
 
 
+def current_revocations(url: str) -> tuple[str | None, Any]:
+    """(live version, its revocation log as stored): one row, without the rest of the
+    manifest, for the server's check on every request (`footnote.store.revocations`)."""
+    where = parse_location(url)
+    with pool(where.conninfo).connection() as conn:
+        if not _table_exists(conn, "footnote_indexes"):
+            return None, None
+        row = conn.execute(
+            "SELECT version, manifest -> 'revocations' FROM footnote_indexes WHERE name = %s",
+            (where.name,),
+        ).fetchone()
+    return (None, None) if row is None else (str(row[0]), row[1])
+
+
 def current_version(url: str) -> str | None:
     """The live version of the index at `url`, or None when there is none."""
     where = parse_location(url)

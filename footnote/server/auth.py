@@ -9,7 +9,11 @@ caller's threads: `admin` widens which documents a caller may see, not whose con
 The scope (the caller's groups, or `admin`) makes a thread's history safe to serve: a thread
 holds text its owner could see when it was written, so it is served only while the owner
 still has exactly that access. If the operator changes someone's groups, their earlier
-threads stop being served (not deleted: they come back if the access does).
+threads stop being served (not deleted: they come back if the access does). So do they when
+a source takes a document from one of their groups (a permission sync publishing a narrower
+reader list): the scope then carries the time of that revocation (`footnote.store.
+revocations`), and threads written before it are no longer served, even if the access
+comes back at the source.
 
 An owner is named with its issuer (`api_key:alice`, `jwt:alice`): with both a key file and
 JWT configured, the same name from the other issuer is someone else. Metadata the server sets
@@ -47,7 +51,8 @@ RESERVED_METADATA = ("created_by",)
 
 def _load() -> tuple[Credentials, ServerSettings]:
     try:
-        return Credentials.from_env(), ServerSettings.from_env()
+        settings = ServerSettings.from_env()
+        return Credentials.from_env(indexes=settings.indexes.values()), settings
     except (CredentialsError, SettingsError) as exc:
         raise SystemExit(f"footnote: the server cannot start: {exc}") from None
 

@@ -21,12 +21,13 @@ import os
 import re
 import secrets
 import threading
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from footnote.store import jsonfile
+from footnote.store.revocations import RevocationWatch
 from footnote.store.types import EVERYONE, caller_groups
 
 ANONYMOUS = "anonymous"
@@ -52,6 +53,9 @@ class Identity:
     admin: bool = False
     method: str = "anonymous"
     """How the caller proved it: `api_key`, `jwt` or `anonymous`."""
+    revoked: str = ""
+    """When a source last took a document from one of these groups (`footnote.store.
+    revocations`), as the served indexes say now; "" if never."""
 
     def __post_init__(self) -> None:
         """An authenticated caller is also in `user:<user>`, whatever groups it was given:
@@ -66,11 +70,16 @@ class Identity:
 
     @property
     def scope(self) -> str:
-        """What this identity may see, as one comparable string (`admin`, or its groups).
-        Its own `user:` group is left out: the owner already names the user, and a thread or
-        rating made before callers carried that group keeps the scope it was made under."""
-        shared = (g for g in self.groups if not g.startswith(USER_GROUP_PREFIX))
-        return "admin" if self.admin else ",".join(sorted(shared))
+        """What this identity may see, as one comparable string (`admin`, or its groups, and
+        when a source last took something from them). Its own `user:` group is left out of
+        the names: the owner already names the user, and a thread or rating made before
+        callers carried that group keeps the scope it was made under. A revocation stamp
+        changes the scope without changing the groups, so threads written before it, which
+        may quote what was taken, are no longer served (`footnote.server.auth`)."""
+        if self.admin:
+            return "admin"
+        shared = ",".join(sorted(g for g in self.groups if not g.startswith(USER_GROUP_PREFIX)))
+        return f"{shared}@{self.revoked}" if self.revoked else shared
 
     def as_user(self) -> dict[str, Any]:
         """The user dict the LangGraph server stores and injects into runs."""
@@ -383,23 +392,40 @@ def looks_like_jwt(token: str) -> bool:
 class Credentials:
     """Everything that can identify a served caller; neither configured means anonymous."""
 
-    def __init__(self, api_keys: ApiKeys | None, jwt: JwtVerifier | None) -> None:
+    def __init__(
+        self,
+        api_keys: ApiKeys | None,
+        jwt: JwtVerifier | None,
+        revocations: RevocationWatch | None = None,
+    ) -> None:
         self.api_keys = api_keys
         self.jwt = jwt
+        self.revocations = revocations
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Credentials:
-        """Read FOOTNOTE_API_KEYS and the JWT settings; CredentialsError if unusable."""
+    def from_env(
+        cls, env: Mapping[str, str] | None = None, *, indexes: Iterable[str] = ()
+    ) -> Credentials:
+        """Read FOOTNOTE_API_KEYS and the JWT settings; CredentialsError if unusable.
+        `indexes`: the served index locations, whose revocation logs scope each caller."""
         env = os.environ if env is None else env
         keys_path = env.get("FOOTNOTE_API_KEYS", "")
-        return cls(ApiKeys(keys_path) if keys_path else None, JwtVerifier.from_env(env))
+        watch = RevocationWatch(list(indexes)) if indexes else None
+        return cls(ApiKeys(keys_path) if keys_path else None, JwtVerifier.from_env(env), watch)
 
     @property
     def anonymous(self) -> bool:
         return self.api_keys is None and self.jwt is None
 
     def identify(self, authorization: str | None, api_key: str | None) -> Identity:
-        """The caller behind these headers, or Unauthenticated with a one-line reason."""
+        """The caller behind these headers, or Unauthenticated with a one-line reason, with
+        the latest revocation that hit its groups (admins see everything: none hits them)."""
+        identity = self._verified(authorization, api_key)
+        if self.revocations is None or identity.admin:
+            return identity
+        return replace(identity, revoked=self.revocations.stamp(identity.groups))
+
+    def _verified(self, authorization: str | None, api_key: str | None) -> Identity:
         if self.anonymous:
             return ANONYMOUS_IDENTITY
         token = _bearer(authorization) if authorization else (api_key or "").strip()

@@ -45,19 +45,14 @@ from footnote.feedback.records import (
 )
 from footnote.feedback.why import MAX_HISTORY, AnswerNotFound, answer_record, shown
 from footnote.server.bodies import BodyTooLarge, limited_body
-from footnote.server.credentials import Credentials, Identity, Unauthenticated
-from footnote.server.own_api import credentials_of, loopback_url
+from footnote.server.credentials import Identity, Unauthenticated
+from footnote.server.own_api import credentials_of, loopback_url, served_credentials
 from footnote.store import jsonfile
 
 log = logging.getLogger("footnote.feedback")
 MAX_BODY = 16_384
 _ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _NO_STORE = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff"}
-
-
-@functools.cache
-def _credentials() -> Credentials:
-    return Credentials.from_env()
 
 
 @functools.cache
@@ -87,7 +82,7 @@ class Refused(Exception):
 async def _identity(request: Request) -> Identity:
     try:
         return await asyncio.to_thread(
-            lambda: _credentials().identify(
+            lambda: served_credentials().identify(
                 request.headers.get("authorization"), request.headers.get("x-api-key")
             )
         )

@@ -27,8 +27,9 @@ RUN_TIMEOUT_S = 900.0
 
 @functools.cache
 def served_credentials() -> Credentials:
-    """The server's credentials, read from its environment once per process."""
-    return Credentials.from_env()
+    """The server's credentials, read from its environment once per process, scoping each
+    caller by the served indexes' revocation logs as the API's own auth does."""
+    return Credentials.from_env(indexes=served_settings().indexes.values())
 
 
 @functools.cache
