@@ -16,9 +16,11 @@ from typing import Any, Literal
 
 Kind = Literal[
     "folder", "file", "url", "site", "documents",
-    "git", "github", "mediawiki", "slack", "confluence", "jira",
+    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira",
 ]  # fmt: skip
-CONNECTOR_KINDS: tuple[Kind, ...] = ("git", "github", "mediawiki", "slack", "confluence", "jira")
+CONNECTOR_KINDS: tuple[Kind, ...] = (
+    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira",
+)  # fmt: skip
 """The kinds a connector reads (ingest/connectors/registry.py names each by its scheme)."""
 
 

@@ -19,6 +19,7 @@ EXAMPLES = """examples:
   footnote add git+file:///srv/repo --access engineering --index .footnote/index
   footnote add git+https://github.com/org/handbook.git --index .footnote/index
   GITHUB_TOKEN=... footnote add github://org/repo --index .footnote/index
+  GITLAB_TOKEN=... footnote add gitlab+https://gitlab.example/group/project --index .footnote/index
   footnote add mediawiki+https://wiki.example/w/api.php --index .footnote/index
   FOOTNOTE_CONFLUENCE_TOKEN=... footnote add 'confluence+https://acme.atlassian.net/wiki?space=ENG'
   FOOTNOTE_JIRA_TOKEN=... footnote add 'jira+https://acme.atlassian.net?project=OPS'
@@ -85,7 +86,7 @@ def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add",
         help="add or update sources (folders, files, URLs, sites, git repositories, GitHub "
-        "issues, wikis, Confluence, Jira, Slack) and index what they give",
+        "and GitLab issues, wikis, Confluence, Jira, Slack) and index what they give",
         description="Add these sources to the index, or update how they are read, and index "
         "what they give. Documents of other sources are never touched. A git repository is "
         "git+file:///ABSOLUTE/PATH (read in place) or a clone URL, git+https://HOST/PATH or "
@@ -93,14 +94,17 @@ def _register_add(sub: Any) -> None:
         "files at HEAD of the default branch, cited by file and line at the commit; `sync` "
         "reads only the files changed since. github://OWNER/REPO reads its issues and pull "
         "requests with their comments (token from $GITHUB_TOKEN; readers from the "
-        "repository's collaborators and teams). mediawiki+https://HOST/PATH/api.php reads a "
+        "repository's collaborators and teams). gitlab://GROUP/PROJECT (gitlab.com) or "
+        "gitlab+https://HOST/GROUP/PROJECT reads a project's issues and merge requests with "
+        "their notes ($GITLAB_TOKEN; readers from its members with Reporter access). "
+        "mediawiki+https://HOST/PATH/api.php reads a "
         "wiki's pages (a bot password from $FOOTNOTE_MEDIAWIKI_USER and _PASSWORD, or "
         "none), confluence+https://HOST/wiki?space=KEY a space's pages, "
         "jira+https://HOST?project=KEY a project's issues ($FOOTNOTE_CONFLUENCE_TOKEN, "
         "$FOOTNOTE_JIRA_TOKEN), slack://WORKSPACE the channels its bot is in "
         "($FOOTNOTE_SLACK_TOKEN); mediawiki+http://, confluence+http:// and jira+http:// "
-        "only on the operator's own network or loopback, with --allow-private. "
-        "These five take their readers from the source, not "
+        "only on the operator's own network or loopback, gitlab+http:// on loopback, with "
+        "--allow-private. These six take their readers from the source, not "
         "--access, and every sync reads them again. See docs/connectors.md.",
         epilog=EXAMPLES,
         formatter_class=_FORMAT,

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from footnote.ingest.connectors import confluence, git, github, jira, mediawiki, slack
+from footnote.ingest.connectors import confluence, git, github, gitlab, jira, mediawiki, slack
 from footnote.ingest.connectors.base import Connector, ConnectorError
 from footnote.models.embedding_choice import record_key, state_dir
 from footnote.store.backends import is_postgres
@@ -91,6 +91,8 @@ KINDS: dict[str, ConnectorKind] = {
 KINDS[github.SCHEME] = ConnectorKind(
     "github", github.identify, github.served, github.open_connector
 )
+for _scheme in gitlab.SCHEMES:
+    KINDS[_scheme] = ConnectorKind("gitlab", gitlab.identify, gitlab.served, gitlab.open_connector)
 for _scheme in mediawiki.SCHEMES:
     KINDS[_scheme] = ConnectorKind(
         "mediawiki", mediawiki.identify, mediawiki.served, mediawiki.open_connector
