@@ -5,7 +5,10 @@ its own.
 
 The example questions are answered in full only by the calibrated offline grader; the
 linear default says the paraphrased first parts are not covered even when asked alone (the
-grader's calibration, not the split). The tests say which grader they use."""
+grader's calibration, not the split: each split part gets the candidates and grades of the
+same question asked alone, and its right chunk ranks first or second with a linear grade of
+0.476 and 0.435 against the operating point's 0.5; docs/evaluation.md, "Multi-part").
+The tests say which grader they use."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.memory import InMemorySaver
 
 from footnote.graph import planner
@@ -77,8 +81,17 @@ def test_the_bridge_is_searched_with_its_referent(handbook_index: Path) -> None:
     assert "Hardware security keys" in str(out["messages"][-1].content)
 
 
-def test_the_example_questions_are_answered_part_by_part(handbook_index: Path) -> None:
-    first_week = part_answers(ask(handbook_index, FIRST_WEEK, offline_grader="calibrated"))
+LINEAR_ABSTAINS = pytest.mark.xfail(
+    strict=True,
+    reason="the linear default grades each first part's right chunk below the operating point, "
+    "as it does the same question asked alone (0.476 and 0.435 against 0.5); a lower "
+    "threshold answers parental-leave near misses (docs/evaluation.md, 'Multi-part')",
+)
+
+
+@pytest.mark.parametrize("grader", ["calibrated", pytest.param("linear", marks=LINEAR_ABSTAINS)])
+def test_the_example_questions_are_answered_part_by_part(handbook_index: Path, grader: str) -> None:
+    first_week = part_answers(ask(handbook_index, FIRST_WEEK, offline_grader=grader))
     assert [heading for heading, _, _ in first_week] == [
         "## What should a new hire set up in the first week?",
         "## What does the policy say about the devices used for it?",
@@ -90,7 +103,7 @@ def test_the_example_questions_are_answered_part_by_part(handbook_index: Path) -
     # The bridge, searched with the first part's words, does not quote its answer again.
     assert not set(sentences(set_up)) & set(sentences(devices)), (set_up, devices)
 
-    leaked = part_answers(ask(handbook_index, LEAKED_KEYS, offline_grader="calibrated"))
+    leaked = part_answers(ask(handbook_index, LEAKED_KEYS, offline_grader=grader))
     assert [heading for heading, _, _ in leaked] == [
         "## Which channel takes reports of leaked keys?",
         "## How long is a service account token valid?",
@@ -112,3 +125,29 @@ def test_a_question_with_one_part_has_no_heading(handbook_index: Path) -> None:
     answer = str(out["messages"][-1].content)
     assert len(out["plan"]) == 1 and "#" not in answer and "?" not in answer, answer
     assert Path(out["citations"][0]["source"]).name == "keys.md"
+
+
+def research_rounds(finding: dict[str, Any]) -> list[tuple[str, list[tuple[str, float]]]]:
+    """Each round's query and its candidates with their grades, in retrieval order."""
+    return [
+        (r["query"], [(c["chunk_id"], round(c["grade"], 6)) for c in r["candidates"]])
+        for r in finding["rounds"]
+    ]
+
+
+def test_each_part_is_researched_as_the_same_question_asked_alone(handbook_index: Path) -> None:
+    """A split part gets what a whole question would: the same searches, candidates and grades
+    (no other part's words in its query or its grade), so it is covered exactly when the same
+    question asked alone is. A bridged part is searched with its referent's words by design."""
+    for question in (FIRST_WEEK, LEAKED_KEYS):
+        out = ask(handbook_index, question)
+        covered = {p["question"]: p["covered"] for p in out["parts"]}
+        findings = {f["index"]: f for f in out["findings"]}
+        for part in out["plan"]:
+            if part["strategy"] != "split":
+                continue
+            alone = ask(handbook_index, part["question"])
+            assert research_rounds(findings[part["index"]]) == research_rounds(
+                alone["findings"][0]
+            ), part
+            assert covered[part["question"]] == bool(alone["citations"]), part
