@@ -74,7 +74,6 @@ def client(api: str, token: str, budget_s: float) -> Any:
 
     session = requests.Session()
     session.max_redirects = 0  # the token would follow a redirect to another host
-    session.trust_env = False  # no netrc credentials or proxies from the environment
     return gitlab.Gitlab(
         api,
         private_token=token or None,
@@ -90,7 +89,7 @@ def client(api: str, token: str, budget_s: float) -> Any:
 def call(read: Callable[[], T], *, where: str, token_env: str, api: str, budget_s: float) -> T:
     """`read()`, with GitLab's and the network's failures as one line for the user."""
     try:
-        from gitlab.exceptions import GitlabAuthenticationError, GitlabError
+        from gitlab import exceptions
         from requests import RequestException, TooManyRedirects
     except ImportError:
         from footnote.store.extras import install_command
@@ -101,7 +100,7 @@ def call(read: Callable[[], T], *, where: str, token_env: str, api: str, budget_
 
     try:
         return read()
-    except GitlabAuthenticationError:
+    except exceptions.GitlabAuthenticationError:
         raise ConnectorError(
             f"GitLab refused the token in ${token_env} (401 Unauthorized: expired or "
             "revoked); set a valid one and sync again (nothing indexed was changed)"
@@ -111,7 +110,7 @@ def call(read: Callable[[], T], *, where: str, token_env: str, api: str, budget_
             f"GitLab's rate limit asks for a wait of {exc.seconds:.0f} s, more than this "
             f"sync may wait ({budget_s:.0f} s in all); sync again later"
         ) from None
-    except GitlabError as exc:
+    except exceptions.GitlabError as exc:
         if exc.response_code == 404:
             raise ConnectorError(
                 f"{where}: not found (404), or ${token_env} may not read it"
