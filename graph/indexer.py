@@ -31,6 +31,7 @@ from footnote.ingest.source_policy import (
     ServedSourcePolicy,
     roots_from_setting,
 )
+from footnote.ingest.sync_schedule import failed_sources
 from footnote.store.backends import open_writer, resolve_index
 from footnote.store.types import Caller, IndexError_
 
@@ -45,6 +46,10 @@ class IndexerInput:
     action: Action = "sources"
     """add: the `sources` and `uploads` given; remove: the `sources` named (names, globs,
     roots); sync: every remembered source; sources: list them."""
+    permissions_only: bool = False
+    """With sync: only ask each connector who reads its indexed documents and publish the
+    changed access; nothing read or embedded (`footnote sync --permissions-only`). Anything
+    but true or false, or true with another action, is refused."""
     sources: list[str] = field(default_factory=list)
     """Paths or URLs to add, or names, globs and roots to remove."""
     uploads: list[dict[str, str]] = field(default_factory=list)
@@ -167,13 +172,16 @@ def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, A
     """Run the admin's action through the same write path as `footnote add/remove/sync`;
     every change asked for, done, refused or failed, goes to the audit log
     (`footnote.ingest.audit`), under the caller's authenticated identity. A listing is a
-    view, not a change: neither it nor its refusal is recorded."""
+    view, not a change: neither it nor its refusal is recorded. A permission-only sync is
+    recorded as `footnote sync --permissions-only` records it: `sync-permissions`, with its
+    counts and the sources that failed."""
     context = _context(runtime)
     index = context.index_dir
     changes = state.action != "sources"
+    light = state.action == "sync" and state.permissions_only is True
     trail = {
         "who": _actor(),
-        "action": state.action,
+        "action": "sync-permissions" if light else state.action,
         "index": index,
         "sources": state.sources,
         "uploads": [str(u.get("name", "")) for u in state.uploads if isinstance(u, dict)],
@@ -192,7 +200,8 @@ def manage(state: IndexerState, runtime: Runtime[IndexerContext]) -> dict[str, A
             audit.record_quietly(where, **trail, result="error", reason=str(exc))
         raise
     if changes:
-        audit.record_quietly(where, **trail, result="ok", summary=result)
+        problems = failed_sources(result) if light else ""
+        audit.record_quietly(where, **trail, result="ok", summary=result, reason=problems)
     return {"result": result}
 
 
@@ -223,6 +232,13 @@ def _act(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
 
 def _perform(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
     index = context.index_dir
+    if _permissions_only(state):
+        # In this process, as a served schedule runs it: it parses nothing, and the index's
+        # writer lock orders it with the jobs.
+        summary = corpus.sync_permissions(
+            index, allow_private=context.allow_private, embeddings=context.embeddings
+        )
+        return summary.to_dict()
     if state.action == "sources":
         return corpus.sources(index)
     options: dict[str, Any] = {
@@ -247,6 +263,18 @@ def _perform(state: IndexerState, context: IndexerContext) -> dict[str, Any]:
             crawl=state.crawl,
         )
     return run_job(state.action, index, options, progress=get_stream_writer())
+
+
+def _permissions_only(state: IndexerState) -> bool:
+    """Whether the admin asked for a permission-only sync. Fails closed: a value that is not
+    a plain true or false (a string, a number) or true with an action other than sync is
+    refused, never read as a full sync or as nothing."""
+    value = state.permissions_only
+    if not isinstance(value, bool):
+        raise ValueError(f"permissions_only takes true or false, not {str(value)[:40]!r}")
+    if value and state.action != "sync":
+        raise ValueError(f"permissions_only goes with the action 'sync', not {state.action!r}")
+    return value
 
 
 def _allowed_sources(sources: list[str], context: IndexerContext) -> list[str]:

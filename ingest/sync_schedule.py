@@ -14,7 +14,7 @@ import datetime as dt
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -69,8 +69,13 @@ def record_run(
         audit.record_quietly(where, **trail, result="error", reason=str(error))
         return
     result = summary.to_dict()
-    problems = "; ".join(f"{e['source']}: {e['error']}" for e in result.get("errors", [])[:5])
-    audit.record_quietly(where, **trail, result="ok", summary=result, reason=problems)
+    audit.record_quietly(where, **trail, result="ok", summary=result, reason=failed_sources(result))
+
+
+def failed_sources(result: Mapping[str, Any]) -> str:
+    """A run's failed sources with their errors (the first five), as an audit record's
+    reason: the served indexer's permission-only sync records it as this module does."""
+    return "; ".join(f"{e['source']}: {e['error']}" for e in result.get("errors", [])[:5])
 
 
 def sync_runner(index: str | Path, who: str, **options: Any) -> Runner:

@@ -1,8 +1,8 @@
 """The indexer graph through a real `langgraph dev` and `langgraph_sdk`: an admin adds,
-uploads, lists, syncs and removes sources; a non-admin gets 403 and sees, through the
-library graph, only the documents their groups may read; a served URL source never reaches
-loopback unless the operator allows it; the audit log records who did (or was refused) what,
-and only admins read it."""
+uploads, lists, syncs (in full or permissions only) and removes sources; a non-admin gets
+403 and sees, through the library graph, only the documents their groups may read; a served
+URL source never reaches loopback unless the operator allows it; the audit log records who
+did (or was refused) what, and only admins read it."""
 
 from __future__ import annotations
 
@@ -107,6 +107,28 @@ def test_admin_manages_sources_and_others_get_403(indexer: Indexer) -> None:
     assert synced["deletions"] == [{"source": "ops.md", "reason": f"no longer in {extra}"}]
     removed = run(admin, "indexer", action="remove", sources=["memo.md"])["result"]
     assert removed["files"]["deleted"] == ["memo.md"]
+
+
+def test_an_admin_syncs_permissions_only_and_others_get_403(indexer: Indexer) -> None:
+    """The indexer's sync with `permissions_only` (docs/sync.md) over HTTP: an admin's asks
+    connector sources only for readers (this index has none: nothing checked, nothing
+    published), recorded as `sync-permissions` under the admin; a non-admin gets 403; a
+    value that is not true or false is refused with its reason."""
+    assert indexer.team is not None
+    admin, alice = indexer.clients["root"], indexer.clients["alice"]
+    version = run(admin, "indexer", action="sources")["result"]["version"]
+    synced = run(admin, "indexer", action="sync", permissions_only=True)["result"]
+    assert synced["permissions_only"] is True, synced
+    assert (synced["checked"], synced["embedded_texts"], synced["version"]) == (0, 0, version)
+    status, body = refusal(lambda: run(alice, "indexer", action="sync", permissions_only=True))
+    assert status == 403 and "only admins" in body
+    with pytest.raises(Exception, match="permissions_only takes true or false"):
+        run(admin, "indexer", action="sync", permissions_only="yes")
+    answer = httpx.get(
+        f"{indexer.url}/audit", params={"limit": 1000}, headers=indexer.team.headers("root")
+    )
+    records = [r for r in answer.json()["items"] if r["action"] == "sync-permissions"]
+    assert [(r["who"], r["result"]) for r in records] == [("api_key:root", "ok")], records
 
 
 def test_served_url_sources_never_reach_loopback(indexer: Indexer) -> None:

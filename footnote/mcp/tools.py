@@ -7,6 +7,7 @@
     list_sources  the documents the caller may read
     fetch         one chunk, or a whole document, by the id a citation names
     add_source, remove_source, sync_sources     admins only; not even listed to anyone else
+                  (sync_sources permissions_only=true: readers only, nothing embedded)
 
 Who is asking is a `Caller` (`footnote.store.types`), carried in the transport's
 `McpSession` and never made from tool arguments: served, from
@@ -143,6 +144,12 @@ class RemoveSourceArguments(_Arguments):
 
 
 class SyncArguments(_Arguments):
+    permissions_only: bool = Field(
+        default=False,
+        strict=True,  # true or false only: "yes" or 1 is refused, never taken for either
+        description="Only re-read who may read each connector document (GitHub, MediaWiki, "
+        "Confluence, Jira, Slack) and publish the changed access: nothing read or embedded.",
+    )
     index: str = Field(default="default", description="The server's index, by name.")
 
 
@@ -311,7 +318,8 @@ TOOLS = (
     ),
     Tool(
         "sync_sources",
-        "Admins only: re-ingest every remembered source, picking up edits and deletions.",
+        "Admins only: re-ingest every remembered source, picking up edits and deletions; "
+        "with permissions_only, only re-read who may read each connector document.",
         SyncArguments,
         ManageResult,
         admin_only=True,
@@ -483,7 +491,8 @@ class FootnoteTools:
     async def _sync_sources(
         self, session: McpSession, args: SyncArguments, location: str
     ) -> ManageResult:
-        result = await self.answerer.manage(session, {"action": "sync"}, args.index)
+        request = {"action": "sync", "permissions_only": args.permissions_only}
+        result = await self.answerer.manage(session, request, args.index)
         return ManageResult(action="sync", result=result)
 
 
