@@ -1,7 +1,7 @@
 """The Sources view of the chat page in headless Chromium against `langgraph dev`: an admin
 uploads a file with access groups, adds a URL (refused: loopback, with its reason shown),
-removes a document and syncs, with progress; a non-admin sees only what they may read and
-no admin controls."""
+removes a document and syncs (in full, then permissions only), with progress; a non-admin
+sees only what they may read and no admin controls."""
 
 from __future__ import annotations
 
@@ -107,6 +107,9 @@ def test_admin_uploads_adds_removes_and_syncs(admin_server: tuple, tmp_path: Pat
         page.find("#library-sync").click()
         page.until(lambda: status(page).startswith("Done:"), "the sync did not finish")
         assert "0 added" in status(page) and "vpn.md" not in rows(page)
+        page.find("#library-sync-permissions").click()  # readers only: no connector source here
+        page.until(lambda: status(page).startswith("Done: permissions"), "no permission sync")
+        assert "of 0 checked, 0 access changed, 0 admins only, 0 failed." in status(page)
         # A whole source goes too (the upload's file source here): its documents and itself.
         (upload_root,) = [r for r in roots(page) if r.endswith("/leave.md")]
         page.find(f'#library-roots button[aria-label="Remove {upload_root}"]').click()

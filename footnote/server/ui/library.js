@@ -1,8 +1,9 @@
 // The Sources view: the documents in the index. Every signed-in user sees the documents
 // they may read (the `library` graph); an admin also uploads files with access groups, adds
-// a URL, removes a document and starts a sync (the `indexer` graph, which the server opens
-// to admins only), with progress and each failure's reason. Uses app.js's helpers
-// (request, api, serverSentEvents, describeError, $), loaded before this file.
+// a URL, removes a document and starts a sync, full or of permissions only (the `indexer`
+// graph, which the server opens to admins only), with progress and each failure's reason.
+// Uses app.js's helpers (request, api, serverSentEvents, describeError, $), loaded before
+// this file.
 "use strict";
 
 const library = { admin: false, busy: false };
@@ -138,6 +139,7 @@ async function refreshLibrary() {
 }
 
 function summaryText(result) {
+  if (result.permissions_only) return permissionsText(result);
   const parts = [`${result.added} added`, `${result.updated} updated`, `${result.unchanged} unchanged`,
     `${result.deleted} deleted`, `${result.failed} failed`];
   const reasons = [
@@ -145,6 +147,18 @@ function summaryText(result) {
     ...(result.deletions || []).map((d) => `${d.source}: ${d.reason}`),
   ];
   return `Done: ${parts.join(", ")}.` + (reasons.length ? ` ${reasons.join("; ")}` : "");
+}
+
+/** A permission-only sync: readers re-read, nothing embedded (docs/sync.md). */
+function permissionsText(result) {
+  const parts = [`${result.checked} checked`, `${result.access_changed} access changed`,
+    `${result.restricted} admins only`, `${result.failed} failed`];
+  const reasons = [
+    ...(result.errors || []).map((e) => `${e.source}: ${e.error}`),
+    ...(result.restrictions || []).map((r) => `${r.source}: admins only, ${r.reason}`),
+  ];
+  const why = reasons.length ? ` ${reasons.join("; ")}` : "";
+  return `Done: permissions of ${parts.join(", ")}.${why}`;
 }
 
 function jobProgressText(p) {
@@ -223,4 +237,6 @@ document.addEventListener("DOMContentLoaded", () => {
   $("library-upload").addEventListener("submit", (e) => onUpload(e));
   $("library-add-url").addEventListener("submit", (e) => onAddUrl(e));
   $("library-sync").addEventListener("click", () => manage({ action: "sync" }));
+  $("library-sync-permissions").addEventListener(
+    "click", () => manage({ action: "sync", permissions_only: true }));
 });
