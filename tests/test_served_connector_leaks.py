@@ -6,12 +6,14 @@ private repositories whose issues are readable by the collaborators and teams th
 mapped to the served team's users through $FOOTNOTE_IDENTITY_MAP, one repository only carol
 reads, one only an unmapped login reads (admins only, then), and a public one. Each runtime
 (`footnote serve`'s dev runtime, and production: Aegra on PostgreSQL + Redis) serves it with
-an API-key team, and at least 1,000 random probes run against it. Half-way, bob is removed as
-a collaborator at the source and `footnote sync` runs in its own process while probes keep
-coming; from the moment the sync has published, nothing of the repository may reach bob in
-any answer, citation, stream event, thread state or thread search, while everyone else sees
-exactly what the source allows, and the running server answers from the new version (a
-public issue added with the change is found) without a restart.
+an API-key team (the dev runtime also with a JWT team), and at least 1,000 random probes run
+against it. Half-way, bob is removed as a collaborator at the source and `footnote sync`
+runs in its own process while probes keep coming; from the moment the sync has published,
+nothing of the repository may reach bob in any answer, citation, stream event, thread state
+or thread search (threads he wrote before included), while everyone else sees exactly what
+the source allows, and the running server answers from the new version (a public issue
+added with the change is found) without a restart. Then every other door (MCP, the OpenAI
+endpoint, the global route) is walked before and after another reader is removed.
 """
 
 from __future__ import annotations
@@ -51,7 +53,7 @@ from tests.leak_probes import (
     probes,
     refusal,
 )
-from tests.served import GRAPH_ID, USERS, Listener, Team, api_key_team, sdk_client
+from tests.served import GRAPH_ID, USERS, Listener, Team, api_key_team, jwt_team, sdk_client
 
 pytestmark = pytest.mark.integration
 
@@ -263,20 +265,21 @@ def runtime(name: str, index: Path, env: dict[str, str], log: Path) -> AbstractC
     return running_server(index_dir=str(index), log=log, extra_env=env)
 
 
-@pytest.fixture(scope="module", params=["dev", "production"])
+@pytest.fixture(scope="module", params=["dev", "production", "dev-jwt"])
 def served(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Served]:
-    """A stub, an index read from it and a server per runtime: each runtime's permission
-    changes are its own."""
+    """A stub, an index read from it and a server per runtime (an API-key team, and on the
+    dev runtime also a team signed in by JWT): each server's permission changes are its own."""
     directory = tmp_path_factory.mktemp(f"connector-{request.param}")
+    name, _, method = request.param.partition("-")
     stub = start_stub()
     try:
         env = source_env(stub, directory)
         indexes = build_indexes(stub, env, directory)
-        team = api_key_team(directory)
+        team = jwt_team(directory) if method == "jwt" else api_key_team(directory)
         server_env = {**team.env, "OPENAI_API_KEY": PROVIDER_KEY}
-        with runtime(request.param, indexes.index, server_env, directory / "server.log") as run:
+        with runtime(name, indexes.index, server_env, directory / "server.log") as run:
             url = run.replicas[0].url if isinstance(run, Deployment) else run.url
             clients = {user: sdk_client(url, team.headers(user)) for user in USERS}
             yield Served(
