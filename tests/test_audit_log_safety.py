@@ -152,9 +152,11 @@ def test_a_refused_listing_is_a_view_not_recorded_a_refused_change_is(
     assert audit.read(log) == ([], 0)
     for action in ("add", "remove", "sync"):
         assert refused_run(keys, {"action": action, "sources": ["a.md"]}) == 403
+    assert refused_run(keys, {"action": "sync", "permissions_only": True}) == 403
     entries, _ = audit.read(log)
     assert [(e["who"], e["action"], e["result"]) for e in entries] == [
-        ("api_key:alice", action, "refused") for action in ("add", "remove", "sync")
+        ("api_key:alice", action, "refused")
+        for action in ("add", "remove", "sync", "sync-permissions")
     ]
 
 

@@ -202,6 +202,8 @@ def audit_refused(who: str, run_input: Any, requested: Any, reason: str) -> None
     action = str(asked.get("action", "sources")) if asked is run_input else "not known"
     if action == "sources":
         return
+    if action == "sync" and asked.get("permissions_only") is True:
+        action = "sync-permissions"  # as the indexer records the run it lets through
     name = requested.get("index_dir", "default") if isinstance(requested, dict) else "default"
     try:
         index = SETTINGS.index_location(name)
