@@ -11,7 +11,8 @@ actors, the issue security scheme and a level's members, a user's groups and a g
 members; listings page by `startAt`/`maxResults`/`total`.
 
 Both check the credentials (basic, or a bearer personal access token; 401 otherwise), can
-answer one 429 with Retry-After or a redirect, and record each request's path and query."""
+answer one 429 with Retry-After or a redirect, hold the requests a pattern matches until
+released (so a test can kill the client mid-sync), and record each request's path and query."""
 
 from __future__ import annotations
 
@@ -49,8 +50,15 @@ class Stub:
         self.token = token
         self.requests: list[str] = []
         self.rate_limit_once: str | None = None
-        self.redirects: dict[str, str] = {}
         """A path prefix whose next request is answered 429 with Retry-After: 1."""
+        self.redirects: dict[str, str] = {}
+        """A path whose requests are answered 302 to the address given."""
+        self.hold: str | None = None
+        """A pattern (`re.fullmatch` on the path): each request it matches, once its
+        credentials pass, is recorded in `held` and waits (outside the lock) until
+        `released` is set, so a test can kill the client while it waits."""
+        self.held: list[str] = []
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -69,14 +77,21 @@ class Stub:
         self.thread.join(5)
 
     def answer(self, path: str, query: Query, auth: str) -> Answer:
+        request = path + ("?" + urlencode(query, doseq=True) if query else "")
         with self.lock:
-            self.requests.append(path + ("?" + urlencode(query, doseq=True) if query else ""))
+            self.requests.append(request)
             if self.rate_limit_once and path.startswith(self.rate_limit_once):
                 self.rate_limit_once = None
                 return 429, {"message": "Rate limit exceeded"}, {"Retry-After": "1"}
             basic = base64.b64encode(f"{self.user}:{self.token}".encode()).decode()
             if auth not in (f"Basic {basic}", f"Bearer {self.token}"):
                 return 401, {"statusCode": 401, "message": "Unauthorized"}, {}
+            held = self.hold is not None and re.fullmatch(self.hold, path) is not None
+            if held:
+                self.held.append(request)
+        if held:
+            self.released.wait(60)
+        with self.lock:
             return self.redirect(path, query) or self.route(path, query)
 
     def route(self, path: str, query: Query) -> Answer:
@@ -134,9 +149,9 @@ class ConfluenceStub(Stub):
         self.anonymous = False
         self.space_status = 200
         self.gives_permissions = True
+        """False: the space answers without `permissions`, as a site that no longer expands them."""
         self.lists_restrictions = True
         """False: the content listing leaves out `restrictions`, as if not expanded."""
-        """False: the space answers without `permissions`, as a site that no longer expands them."""
         self.groups: dict[str, list[str]] = {}
         self.emails: dict[str, str] = {}
 
@@ -298,9 +313,9 @@ class JiraStub(Stub):
         self.emails: dict[str, str] = {}
         self.scheme_status = 200
         self.lists_security = True
+        """False: the search leaves out the `security` field, as if not given."""
         self.cloud = False
         """True: the JQL search is Cloud's `search/jql` (nextPageToken); else Server's `search`."""
-        """False: the search leaves out the `security` field, as if not given."""
 
     @property
     def base(self) -> str:
@@ -455,8 +470,11 @@ def _handler(stub: Stub) -> type[BaseHTTPRequestHandler]:
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(data)
+            try:
+                self.end_headers()
+                self.wfile.write(data)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client is gone: killed while its request was held
 
         def log_message(self, format: str, *args: Any) -> None:
             pass

@@ -4,12 +4,16 @@ at headings and cited by each page's link; a sync that reads only the page that 
 prunes a deleted one; readers from the space's permissions narrowed by page restrictions
 (inherited by child pages), a reader removed at the source losing the page at the next sync
 without one text embedded again; permissions that cannot be read making pages no one's; a
-429 waited out; a 401 in one line that loses nothing; a sync killed mid-way resuming with no
-duplicate chunk; the credentials in no output or file."""
+429 waited out; a 401 in one line that loses nothing; a sync interrupted mid-way (an
+exception on the second changed page, or kill -9 of `footnote sync` while it waits for one)
+resuming with no duplicate chunk; the credentials in no output or file."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -25,7 +29,7 @@ from footnote.ingest.connectors.confluence import ConfluenceConnector, parse_sou
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import ConfluenceStub, StubPage, iso
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubCONFLUENCEtokenNeverShown42"
@@ -301,6 +305,79 @@ def test_a_sync_killed_mid_way_resumes_with_no_duplicate_chunk(
     assert {c.text for c in chunks if c.source == "ENG/Pager duty"} == {
         "Revision 21 of the handbook."
     }
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    stub: ConfluenceStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for the second changed page's body, the
+    first one read."""
+    index = tmp_path / "index"
+    first = corpus.add(index, [source(stub)], allow_private=True).checkpoints[source(stub)]
+    for page_id, day in ((1, 20), (2, 21), (5, 22)):
+        stub.edit(page_id, f"<h1>Revised</h1><p>Revision {day} of the handbook.</p>", day)
+    stub.requests.clear()
+    stub.hold = "/wiki/rest/api/content/2"
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "FOOTNOTE_CONFLUENCE_USER": USER,
+        "FOOTNOTE_CONFLUENCE_TOKEN": TOKEN,
+        "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.held and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for page 2"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert body_requests(stub) == ["/wiki/rest/api/content/1", "/wiki/rest/api/content/2"], (
+            "killed while waiting for the second changed page, the first one read"
+        )
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+    (root,) = corpus.sources(index)["sources"]
+    assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
+    stub.requests.clear()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == [
+        "ENG/Pager duty",
+        "ENG/Vault unsealing",
+        "ENG/Wombat rotation",
+    ]
+    assert not resumed.added and not resumed.deleted
+    assert sorted(body_requests(stub)) == [f"/wiki/rest/api/content/{n}" for n in (1, 2, 5)]
+    assert resumed.checkpoints[source(stub)]["cursor"] == iso(22)
+    chunks = hits(index, "handbook")
+    assert len({c.source for c in chunks}) == 5
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert {c.text for c in chunks if c.source == "ENG/Pager duty"} == {
+        "Revision 21 of the handbook."
+    }
+    corpus.add(tmp_path / "fresh", [source(stub)], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_the_credentials_are_in_no_output_or_file(

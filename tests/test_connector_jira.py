@@ -4,12 +4,16 @@ each comment cited by its own link; a sync that reads only the issue that change
 a deleted one; readers from the project's BROWSE_PROJECTS grants (groups, users, project
 roles) narrowed by an issue's security level; a reader removed at the source losing the
 issue at the next sync; grants that cannot be read making issues no one's; a 429 waited
-out; a 401 in one line that loses nothing; a sync killed mid-way resuming with no duplicate
-chunk; the credentials in no output or file."""
+out; a 401 in one line that loses nothing; a sync interrupted mid-way (an exception on the
+second changed issue, or kill -9 of `footnote sync` while it waits for one) resuming with no
+duplicate chunk; the credentials in no output or file."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -29,7 +33,7 @@ from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import JiraStub, StubIssue, iso
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubJIRAtokenThatMustNeverBeShown7"
@@ -284,6 +288,79 @@ def test_a_sync_killed_mid_way_resumes_with_no_duplicate_chunk(
     counts = Counter((c.source, c.text) for c in chunks)
     assert max(counts.values()) == 1, counts
     assert len([c for c in chunks if "Revision" in c.text]) == 3
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    stub: JiraStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for the second changed issue, the first one
+    read with its comments."""
+    index = tmp_path / "index"
+    first = corpus.add(index, [source(stub)], allow_private=True).checkpoints[source(stub)]
+    for number, day in ((1, 20), (2, 21), (5, 22)):
+        stub.comment(f"OPS-{number}", "alice", f"Revision {day} of the runbook.", day)
+    stub.requests.clear()
+    stub.hold = "/rest/api/2/issue/OPS-2"
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "FOOTNOTE_JIRA_USER": USER,
+        "FOOTNOTE_JIRA_TOKEN": TOKEN,
+        "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.held and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for OPS-2"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert issue_reads(stub) == [
+            "/rest/api/2/issue/OPS-1",
+            "/rest/api/2/issue/OPS-1/comment",
+            "/rest/api/2/issue/OPS-2",
+        ], "killed while waiting for the second changed issue, the first one read"
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+    (root,) = corpus.sources(index)["sources"]
+    assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
+    stub.requests.clear()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == ["OPS/OPS-1", "OPS/OPS-2", "OPS/OPS-5"]
+    assert not resumed.added and not resumed.deleted
+    assert sorted(set(issue_reads(stub))) == [
+        f"/rest/api/2/issue/OPS-{n}{tail}" for n in (1, 2, 5) for tail in ("", "/comment")
+    ], "only the changed issues are read again (OPS-2's three comments on two pages)"
+    assert resumed.checkpoints[source(stub)]["cursor"] == iso(22)
+    chunks = hits(index, "runbook")
+    assert len({c.source for c in chunks}) == 5
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert sorted(c.text for c in chunks if "Revision" in c.text) == [
+        f"Revision {day} of the runbook." for day in (20, 21, 22)
+    ]
+    corpus.add(tmp_path / "fresh", [source(stub)], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_the_credentials_are_in_no_output_or_file(
