@@ -16,10 +16,10 @@ from typing import Any, Literal
 
 Kind = Literal[
     "folder", "file", "url", "site", "documents",
-    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira",
+    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira", "gdrive",
 ]  # fmt: skip
 CONNECTOR_KINDS: tuple[Kind, ...] = (
-    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira",
+    "git", "github", "gitlab", "mediawiki", "slack", "confluence", "jira", "gdrive",
 )  # fmt: skip
 """The kinds a connector reads (ingest/connectors/registry.py names each by its scheme)."""
 

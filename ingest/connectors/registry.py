@@ -15,7 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from footnote.ingest.connectors import confluence, git, github, gitlab, jira, mediawiki, slack
+from footnote.ingest.connectors import (
+    confluence,
+    gdrive,
+    git,
+    github,
+    gitlab,
+    jira,
+    mediawiki,
+    slack,
+)
 from footnote.ingest.connectors.base import Connector, ConnectorError
 from footnote.models.embedding_choice import record_key, state_dir
 from footnote.store.backends import is_postgres
@@ -98,6 +107,9 @@ for _scheme in mediawiki.SCHEMES:
         "mediawiki", mediawiki.identify, mediawiki.served, mediawiki.open_connector
     )
 KINDS[slack.SCHEME] = ConnectorKind("slack", slack.identify, slack.served, slack.open_connector)
+KINDS[gdrive.SCHEME] = ConnectorKind(
+    "gdrive", gdrive.identify, gdrive.served, gdrive.open_connector
+)
 for _scheme in confluence.SCHEMES:
     KINDS[_scheme] = ConnectorKind(
         "confluence", confluence.identify, confluence.served, confluence.open_connector
