@@ -24,6 +24,7 @@ EXAMPLES = """examples:
   FOOTNOTE_CONFLUENCE_TOKEN=... footnote add 'confluence+https://acme.atlassian.net/wiki?space=ENG'
   FOOTNOTE_JIRA_TOKEN=... footnote add 'jira+https://acme.atlassian.net?project=OPS'
   FOOTNOTE_SLACK_TOKEN=xoxb-... footnote add slack://acme --index .footnote/index
+  FOOTNOTE_GDRIVE_TOKEN=... footnote add gdrive://1AbCdEfGhIjKlMnOp --index .footnote/index
   footnote sources --index .footnote/index --json
   footnote remove 'drafts/*' --index .footnote/index
   footnote sync --index .footnote/index --watch
@@ -86,7 +87,8 @@ def _register_add(sub: Any) -> None:
     p = sub.add_parser(
         "add",
         help="add or update sources (folders, files, URLs, sites, git repositories, GitHub "
-        "and GitLab issues, wikis, Confluence, Jira, Slack) and index what they give",
+        "and GitLab issues, wikis, Confluence, Jira, Slack, Google Drive) and index what "
+        "they give",
         description="Add these sources to the index, or update how they are read, and index "
         "what they give. Documents of other sources are never touched. A git repository is "
         "git+file:///ABSOLUTE/PATH (read in place) or a clone URL, git+https://HOST/PATH or "
@@ -102,9 +104,13 @@ def _register_add(sub: Any) -> None:
         "none), confluence+https://HOST/wiki?space=KEY a space's pages, "
         "jira+https://HOST?project=KEY a project's issues ($FOOTNOTE_CONFLUENCE_TOKEN, "
         "$FOOTNOTE_JIRA_TOKEN), slack://WORKSPACE the channels its bot is in "
-        "($FOOTNOTE_SLACK_TOKEN); mediawiki+http://, confluence+http:// and jira+http:// "
+        "($FOOTNOTE_SLACK_TOKEN), gdrive://FOLDER_ID a Google Drive folder and its "
+        "subfolders, gdrive://shared-drive/DRIVE_ID a shared drive (Google Docs, text, "
+        "Markdown, HTML and PDF files; $FOOTNOTE_GDRIVE_CREDENTIALS, a service account's key "
+        "file, or $FOOTNOTE_GDRIVE_TOKEN; readers from each file's sharing); "
+        "mediawiki+http://, confluence+http:// and jira+http:// "
         "only on the operator's own network or loopback, gitlab+http:// on loopback, with "
-        "--allow-private. These six take their readers from the source, not "
+        "--allow-private. These seven take their readers from the source, not "
         "--access, and every sync reads them again. See docs/connectors.md.",
         epilog=EXAMPLES,
         formatter_class=_FORMAT,
