@@ -424,6 +424,26 @@ def test_a_served_admin_adds_a_folder_and_names_no_credentials(stub: DriveStub) 
         served(f"{SOURCE}?token=AWS_SECRET_ACCESS_KEY", str)
 
 
+def test_a_served_admin_adds_a_folder_through_the_indexer(stub: DriveStub, tmp_path: Path) -> None:
+    context = IndexerContext(
+        index_dir=str(tmp_path / "index"), upload_dir=str(tmp_path / "uploads"), allow_private=True
+    )
+    admin: Any = {"configurable": {"langgraph_auth_user": {"identity": "root", "admin": True}}}
+    added = indexer_graph.invoke({"action": "add", "sources": [SOURCE]}, admin, context=context)
+    assert added["result"]["added"] == 5 and not added["result"]["errors"]
+
+
+def test_a_missing_folder_or_a_file_fails_the_source_in_one_line(
+    stub: DriveStub, tmp_path: Path
+) -> None:
+    missing = corpus.add(tmp_path / "a", ["gdrive://1Missing"], allow_private=True)
+    assert missing.failed["gdrive://1Missing"] == (
+        "Google Drive folder 1Missing: not found (404), or $FOOTNOTE_GDRIVE_TOKEN may not read it"
+    )
+    a_file = corpus.add(tmp_path / "b", ["gdrive://t1"], allow_private=True)
+    assert a_file.failed["gdrive://t1"] == "gdrive://t1: not a folder (text/plain)"
+
+
 @pytest.mark.parametrize(
     "value",
     [
