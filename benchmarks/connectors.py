@@ -17,7 +17,7 @@ changed in one commit) and `footnote sync` (the incremental sync). Every run sta
 fresh copy of the wiki or a fresh clone, a fresh index (so a fresh, cold embedding cache,
 which lives beside the index) and a fresh $FOOTNOTE_STATE_DIR; what stays warm between runs
 is only the operating system's file cache (the model's files, the Python packages). The two
-sources' runs are interleaved, REPEAT of each; the table gives medians.
+sources' runs are interleaved, REPEAT of each (default 3); the table gives medians.
 
     nice -n 10 .venv/bin/python benchmarks/connectors.py [--pages N] [--repeat N] [--json]
         [--sources mediawiki,git] [--repo PATH]
@@ -283,12 +283,19 @@ def table(results: dict[str, Any]) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--docs", type=Path, default=DEFAULT_DOCS)
-    parser.add_argument("--pages", type=int, default=1_000)
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument(
+        "--docs",
+        type=Path,
+        default=DEFAULT_DOCS,
+        help="the HTML documentation the wiki's pages are cut from (default: python3-doc's)",
+    )
+    parser.add_argument("--pages", type=int, default=1_000, help="wiki pages (default 1000)")
+    parser.add_argument(
+        "--repeat", type=int, default=3, help="runs of each source, interleaved (default 3)"
+    )
     parser.add_argument("--repo", type=Path, default=ROOT, help="default: this checkout")
     parser.add_argument("--sources", default="mediawiki,git", help="which to run, comma-separated")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the results as JSON")
     args = parser.parse_args()
     names = [name for name in ("mediawiki", "git") if name in args.sources.split(",")]
     pages = wiki_pages(args.docs, args.pages) if "mediawiki" in names else []
