@@ -35,7 +35,7 @@ def anonymous_server(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setattr(openai_routes, "served_settings", lambda: settings)
     monkeypatch.setattr(mcp_http, "served_credentials", lambda: ANONYMOUS)
     monkeypatch.setattr(mcp_http, "served_settings", lambda: settings)
-    monkeypatch.setattr(feedback_routes, "_credentials", lambda: ANONYMOUS)
+    monkeypatch.setattr(feedback_routes, "served_credentials", lambda: ANONYMOUS)
 
 
 @dataclass

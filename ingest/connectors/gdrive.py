@@ -188,7 +188,7 @@ class DriveConnector:
         self.identities = identities or IdentityMap({})
         self.anyone_public = anyone_public
         self.max_bytes = max_bytes
-        self.caller = gdrive_api.Caller(
+        self.caller = gdrive_api.RequestRunner(
             where=f"Google Drive {source.where}",
             api=api or "https://www.googleapis.com",
             budget_s=budget_s,

@@ -113,7 +113,7 @@ def client(api: str | None) -> Any:
     )
 
 
-class Caller:
+class RequestRunner:
     """Runs a sync's requests: rate limits waited out within one budget, the rest of
     Drive's and the network's failures as one line for the user."""
 
