@@ -2,12 +2,14 @@
 shaped from GitHub's public reference (docs.github.com/rest): the repository, its issues
 listing (`state`, `sort=updated`, `direction`, `since`, pages linked by `Link` headers), an
 issue's comments, its collaborators and teams. It checks the token (401 "Bad credentials"
-otherwise), can answer 429 with Retry-After once, and records each request's path."""
+otherwise), can answer 429 with Retry-After once, hold the requests a pattern matches until
+released (so a test can kill the client mid-sync), and records each request's path."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -56,6 +58,12 @@ class GithubStub:
         self.requests: list[str] = []
         self.rate_limit_once: str | None = None
         """A path prefix whose next request is answered 429 with Retry-After: 1."""
+        self.hold: str | None = None
+        """A pattern (`re.fullmatch` on the path): each request it matches, once its token
+        passes, is recorded in `held` and waits (outside the lock) until `released` is set,
+        so a test can kill the client while it waits."""
+        self.held: list[str] = []
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -91,13 +99,20 @@ class GithubStub:
     # -- answers ------------------------------------------------------------------------
 
     def answer(self, path: str, query: dict[str, list[str]], auth: str) -> tuple[int, Any, dict]:
+        request = path + ("?" + urlencode(query, doseq=True) if query else "")
         with self.lock:
-            self.requests.append(path + ("?" + urlencode(query, doseq=True) if query else ""))
+            self.requests.append(request)
             if self.rate_limit_once and path.startswith(self.rate_limit_once):
                 self.rate_limit_once = None
                 return 429, {"message": "API rate limit exceeded"}, {"Retry-After": "1"}
             if auth != f"token {self.token}":
                 return 401, {"message": "Bad credentials", "documentation_url": "x"}, {}
+            held = self.hold is not None and re.fullmatch(self.hold, path) is not None
+            if held:
+                self.held.append(request)
+        if held:
+            self.released.wait(60)
+        with self.lock:
             return self._route(path.strip("/").split("/"), query)
 
     def _route(self, parts: list[str], query: dict[str, list[str]]) -> tuple[int, Any, dict]:

@@ -3,13 +3,19 @@
 links; a sync that reads only the issue that changed and prunes a deleted one; a
 collaborator removed at the source loses the private repository at the next sync (search and
 the command line) while another keeps it, without one text embedded again; a 429 waited out;
-a 401 in one line that loses nothing; the token in no output, file or audit line."""
+a 401 in one line that loses nothing; kill -9 of `footnote sync` while it waits for the
+second changed issue's comments, resumed with no duplicate chunk; the token in no output,
+file or audit line."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +30,7 @@ from footnote.ingest.connectors.github import GithubConnector, parse_source, ser
 from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 from tests.github_stub import GithubStub, StubIssue, StubRepo, stamp
 
 TOKEN = "ghp_stubTOKENthatMustNeverBeShown0123456789"
@@ -119,6 +125,78 @@ def test_a_sync_reads_only_the_changed_issue_and_prunes_the_deleted_one(
     assert any("since=" + stamp(10).replace(":", "%3A") in r for r in stub.requests)
     assert [c.source for c in hits(index, "numbat")] == ["acme/vault/issues/3"]
     assert hits(index, "badger") == []
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    stub: GithubStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for the comments of the second changed
+    issue, the first one read with its comments."""
+    index = tmp_path / "index"
+    first = corpus.add(index, [SOURCE], allow_private=True).checkpoints[SOURCE]
+    repo = stub.repos["acme/vault"]
+    for number, minute in ((1, 20), (3, 21), (4, 22)):
+        stub.add_comment(repo, number, "octo", f"Revision {minute} of the runbook.", minute)
+    stub.requests.clear()
+    stub.hold = "/repos/acme/vault/issues/3/comments"
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "GITHUB_TOKEN": TOKEN,
+        "FOOTNOTE_GITHUB_API": stub.base,
+        "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.held and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for issue 3's comments"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert comment_requests(stub) == [
+            "/repos/acme/vault/issues/1/comments",
+            "/repos/acme/vault/issues/3/comments",
+        ], "killed while waiting for the second changed issue, the first one read"
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+    (root,) = corpus.sources(index)["sources"]
+    assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
+    stub.requests.clear()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == [f"acme/vault/issues/{n}" for n in (1, 3, 4)]
+    assert not resumed.added and not resumed.deleted
+    assert comment_requests(stub) == [
+        f"/repos/acme/vault/issues/{n}/comments" for n in (1, 3, 4)
+    ], "only the changed issues are read again"
+    assert resumed.checkpoints[SOURCE]["cursor"] == stamp(22)
+    chunks = hits(index, "runbook")
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert sorted(c.text for c in chunks if "Revision" in c.text) == [
+        f"Revision {minute} of the runbook." for minute in (20, 21, 22)
+    ]
+    corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_a_collaborator_removed_at_the_source_loses_the_repository_at_the_next_sync(
