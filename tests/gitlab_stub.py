@@ -6,12 +6,14 @@ notes, and `members/all`. Listings are paged as GitLab pages them: a `Link` head
 prev, first, last) and `X-Page`, `X-Next-Page`, `X-Per-Page`, `X-Total`, `X-Total-Pages`.
 The token is read from `PRIVATE-TOKEN` (401 "401 Unauthorized" for any other; none at all:
 anonymous, public projects only, no confidential issue). It can answer 429 with Retry-After
-once, or a redirect to another host once, and records each request's path and query."""
+once, or a redirect to another host once, hold the requests a pattern matches until released
+(so a test can kill the client mid-sync), and records each request's path and query."""
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -72,6 +74,12 @@ class GitlabStub:
         """A path prefix (after /api/v4) whose next request is answered 429, Retry-After: 1."""
         self.redirect_once: str | None = None
         """A path prefix whose next request is answered 302 to another host."""
+        self.hold: str | None = None
+        """A pattern (`re.fullmatch` on the path after /api/v4): each request it matches,
+        once its token passes, is recorded in `held` and waits (outside the lock) until
+        `released` is set, so a test can kill the client while it waits."""
+        self.held: list[str] = []
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -116,6 +124,12 @@ class GitlabStub:
                 return 401, {"message": "401 Unauthorized"}, {}
             if not path.startswith("/api/v4/projects/"):
                 return 404, {"message": "404 Not Found"}, {}
+            held = self.hold is not None and re.fullmatch(self.hold, rest) is not None
+            if held:
+                self.held.append(shown.removeprefix("/api/v4"))
+        if held:
+            self.released.wait(60)
+        with self.lock:
             return self._route(rest.split("/")[2:], query, anonymous=token is None)
 
     def _project(self, key: str, anonymous: bool) -> StubProject | None:

@@ -6,12 +6,16 @@ permission-only sync and the next full sync, without one text embedded again, wh
 never reads it; a confidential issue read only by members with Reporter access, its author
 and assignees, public project or not; members that cannot be read make documents no one's;
 a 429 waited out within a budget; a 401 in one line that loses nothing; a redirect not
-followed; a sync interrupted mid-way resuming with no duplicate chunk; the token in no output,
-file or audit line."""
+followed; a sync interrupted mid-way (an exception on the second changed item, or kill -9 of
+`footnote sync` while it waits for one) resuming with no duplicate chunk; the token in no
+output, file or audit line."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,7 +34,7 @@ from footnote.ingest.connectors.gitlab import GitlabConnector, parse_source, ser
 from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 from tests.gitlab_stub import GitlabStub, StubItem, StubProject, stamp
 
 TOKEN = "glpat-stubTOKENthatMustNeverBeShown0123"
@@ -315,6 +319,81 @@ def test_a_sync_interrupted_mid_way_resumes_with_no_duplicate_chunk(
     counts = Counter((c.source, c.text) for c in chunks)
     assert max(counts.values()) == 1, counts
     assert len([c for c in chunks if "Revision" in c.text]) == 3
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    stub: GitlabStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for the notes of the second changed item,
+    the first one read with its notes."""
+    index = tmp_path / "index"
+    first = corpus.add(index, [SOURCE], allow_private=True).checkpoints[SOURCE]
+    project = stub.projects["acme/vault"]
+    for item, minute in ((project.issues[1], 20), (project.issues[2], 21),
+                         (project.merge_requests[1], 22)):  # fmt: skip
+        stub.add_note(item, "octo", f"Revision {minute} of the runbook.", minute)
+    stub.requests.clear()
+    stub.hold = "/projects/42/issues/2/notes"
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "GITLAB_TOKEN": TOKEN,
+        "FOOTNOTE_GITLAB_API": stub.base,
+        "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.held and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for issue 2's notes"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert note_requests(stub) == [
+            "/projects/42/issues/1/notes",
+            "/projects/42/issues/2/notes",
+        ], "killed while waiting for the second changed item, the first one read"
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+    (root,) = corpus.sources(index)["sources"]
+    assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
+    stub.requests.clear()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == [ISSUES[0], ISSUES[1], EVERY_DOCUMENT[-1]]
+    assert not resumed.added and not resumed.deleted
+    assert note_requests(stub) == [
+        "/projects/42/issues/1/notes",
+        "/projects/42/issues/2/notes",
+        "/projects/42/merge_requests/1/notes",
+    ], "only the changed items are read again"
+    assert resumed.checkpoints[SOURCE]["cursor"] == cursor(22)
+    chunks = hits(index, "runbook")
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert sorted(c.text for c in chunks if "Revision" in c.text) == [
+        f"Revision {minute} of the runbook." for minute in (20, 21, 22)
+    ]
+    corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_the_token_is_in_no_output_file_or_audit_line(
