@@ -8,8 +8,9 @@ deleted for good, the file with `trashed: true` for one in the trash). Listings 
 (`{"error": {"code", "message", "errors": [{"domain", "reason", "message"}]}}`). The token is
 read from `Authorization: Bearer` (401 authError for any other); `POST /token` grants it to a
 service account's signed assertion. It can answer 429, or 403 rateLimitExceeded, with
-`Retry-After: 1` once, or a redirect to another host once, and records each request's path
-and query."""
+`Retry-After: 1` once, or a redirect to another host once, hold the requests a pattern
+matches until released (so a test can kill the client mid-sync), and records each request's
+path and query."""
 
 from __future__ import annotations
 
@@ -69,6 +70,13 @@ class DriveStub:
         """403 answers the rate limit as Drive's `rateLimitExceeded` 403."""
         self.redirect_once: str | None = None
         """A path prefix whose next request is answered 302 to another host."""
+        self.hold: str | None = None
+        """A pattern (`re.fullmatch` on the request as `requests` records it, path and
+        query, so a download (`alt=media`) is told from a metadata read): each request it
+        matches, once its token passes, is recorded in `held` and waits (outside the lock)
+        until `released` is set, so a test can kill the client while it waits."""
+        self.held: list[str] = []
+        self.released = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -122,8 +130,9 @@ class DriveStub:
     # -- answers ------------------------------------------------------------------------
 
     def answer(self, method: str, path: str, query: dict[str, list[str]], auth: str) -> tuple:
+        request = path + ("?" + urlencode(query, doseq=True) if query else "")
         with self.lock:
-            self.requests.append(path + ("?" + urlencode(query, doseq=True) if query else ""))
+            self.requests.append(request)
             if method == "POST" and path == "/token":
                 return 200, {"access_token": self.token, "expires_in": 3600, "token_type": "Bearer"}
             rest = path.removeprefix("/drive/v3")
@@ -140,6 +149,12 @@ class DriveStub:
                 return 302, {}, {"Location": "http://127.0.0.2:9/drive/v3" + rest}
             if auth != f"Bearer {self.token}":
                 return 401, _error(401, "authError", "Invalid Credentials"), {}
+            held = self.hold is not None and re.fullmatch(self.hold, request) is not None
+            if held:
+                self.held.append(request)
+        if held:
+            self.released.wait(60)
+        with self.lock:
             return self._route(rest.strip("/").split("/"), {k: v[0] for k, v in query.items()})
 
     def _route(self, parts: list[str], query: dict[str, str]) -> tuple:

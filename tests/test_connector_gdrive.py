@@ -8,12 +8,16 @@ file at the next permission-only sync and the next full sync, without one text e
 again; "anyone with the link" counted only when the operator allows it; permissions that
 cannot be read make a file no one's; a 429 or a 403 rateLimitExceeded waited out within a
 budget; a 401 in one line that loses nothing; a redirect not followed; a sync interrupted
-mid-way resuming with no duplicate chunk; the token in no output, file or audit line; a
-shared drive; a service account's key file."""
+mid-way (an exception on the second changed file, or kill -9 of `footnote sync` while it
+waits for one) resuming with no duplicate chunk; the token in no output, file or audit line;
+a shared drive; a service account's key file."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -31,7 +35,7 @@ from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.gdrive import DriveConnector, check_api, parse_source, served
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import RunCli
+from tests.conftest import REPO, RunCli, footnote_command
 from tests.gdrive_stub import DOC, FOLDER, DriveStub, StubFile, user
 from tests.hostile_files import minimal_pdf
 
@@ -307,6 +311,73 @@ def test_a_sync_interrupted_mid_way_resumes_with_no_duplicate_chunk(
     counts = Counter((c.source, c.text) for c in chunks)
     assert max(counts.values()) == 1, counts
     assert len([c for c in chunks if "Revision" in c.text]) == 3
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    stub: DriveStub, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it waits for the download of the second changed
+    file (escrow.md), the first one (the Google Doc) exported."""
+    index = tmp_path / "index"
+    first = corpus.add(index, [SOURCE], allow_private=True).checkpoints[SOURCE]
+    for file_id, minute in (("d1", 20), ("t1", 21), ("m1", 22)):
+        old = stub.files[file_id].content.decode()
+        stub.edit(file_id, f"{old}\nRevision {minute} of the runbook.\n".encode(), minute)
+    stub.requests.clear()
+    stub.hold = r"/drive/v3/files/m1\?.*alt=media.*"
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "FOOTNOTE_GDRIVE_TOKEN": TOKEN,
+        "FOOTNOTE_GDRIVE_API": stub.base,
+        "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not stub.held and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never asked for escrow.md"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert content_reads(stub) == ["d1", "m1"], (
+            "killed while waiting for the second changed file, the first one read"
+        )
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        stub.hold = None
+        stub.released.set()
+    (root,) = corpus.sources(index)["sources"]
+    assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
+    stub.requests.clear()
+
+    resumed = corpus.sync(index, allow_private=True)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == ["Keys/pager.txt", "Wombat rotation", "escrow.md"]
+    assert not resumed.added and not resumed.deleted
+    assert content_reads(stub) == ["d1", "m1", "t1"], "only the changed files are read again"
+    assert resumed.checkpoints[SOURCE]["cursor"] == str(len(stub.changes) + 1)
+    chunks = hits(index, "runbook")
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert len([c for c in chunks if "Revision" in c.text]) == 3
+    corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_a_lost_change_token_reads_the_tree_again(stub: DriveStub, tmp_path: Path) -> None:
