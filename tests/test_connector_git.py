@@ -1,11 +1,19 @@
 """The git connector on real repositories made here: a full load cited by file, line and
 commit; a sync that reads only what changed and prunes what was deleted; bad files reported
 while the rest goes on; links never followed; a served admin held to the operator's folders;
-a sync killed before its publish resuming from the last checkpoint; the command line."""
+a sync killed before its publish resuming from the last checkpoint, and `footnote sync`
+killed by kill -9 while it reads the second changed file resuming with no duplicate chunk;
+the command line."""
 
 from __future__ import annotations
 
+import os
+import shlex
+import shutil
+import signal
 import subprocess
+import time
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -19,7 +27,7 @@ from footnote.ingest.connectors.git import GitConnector, GitSource
 from footnote.ingest.source_policy import ServedSourcePolicy, SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import Locate, RunCli
+from tests.conftest import REPO, Locate, RunCli, footnote_command
 
 KEYS_PY = '''"""Key handling for the service."""
 
@@ -217,6 +225,117 @@ def test_a_sync_killed_before_its_publish_resumes_from_the_last_checkpoint(
     resumed = corpus.sync(index)
     assert resumed.updated == ["README.md"]
     assert any("minute" in h.chunk.text for h in hits(index, "minute"))
+
+
+HOLDING_GIT = """#!/bin/sh
+# git for one `footnote sync` (tests/test_connector_git.py): each call is noted in {log},
+# and the one that names blob {blob} waits until {release} exists, then runs git.
+echo "$*" >> {log}
+for arg in "$@"; do
+  if [ "$arg" = {blob} ]; then
+    : > {held}
+    while [ ! -e {release} ]; do sleep 0.05; done
+  fi
+done
+exec {git} "$@"
+"""
+
+
+def holding_git(folder: Path, blob: str) -> Path:
+    """A `bin` folder whose `git` holds the reading of `blob` (see HOLDING_GIT): the calls
+    are noted in folder/calls, the hold in folder/held, and folder/release ends it."""
+    real = shutil.which("git")
+    assert real is not None
+    names = {n: shlex.quote(str(folder / n)) for n in ("calls", "held", "release")}
+    script = HOLDING_GIT.format(
+        log=names["calls"], held=names["held"], release=names["release"],
+        blob=shlex.quote(blob), git=shlex.quote(real),
+    )  # fmt: skip
+    (folder / "bin").mkdir(parents=True)
+    wrapper = folder / "bin" / "git"
+    wrapper.write_text(script)
+    wrapper.chmod(0o755)
+    return folder / "bin"
+
+
+def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
+    repo: Path, tmp_path: Path
+) -> None:
+    """kill -9 of `footnote sync` while it reads the second changed file from git, the
+    first one read. A repository has no server to hold a request, and the connector has no
+    hook to pause at (nor should a product grow one for a test), and a large blob or a FIFO
+    would hold git only for a while or not at all, since git reads its own objects: so the
+    sync runs with a small wrapper `git` first on its PATH (HOLDING_GIT) that waits, before
+    running the real git, on the `git cat-file blob` of the second changed file until the
+    test releases it; every other git call passes straight through."""
+    commit(repo, {"notes/dev.md": "# Development\n\nThe build runs on the numbat farm.\n"})
+    index = tmp_path / "index"
+    first = corpus.add(index, [source_of(repo)]).checkpoints[source_of(repo)]["cursor"]
+    head = commit(
+        repo,
+        {
+            name: (repo / name).read_text() + f"\nRevision {n} of the runbook.\n"
+            for n, name in enumerate(["README.md", "notes/dev.md", "notes/ops.md"], start=20)
+        },
+    )
+    blob = {name: git(repo, "rev-parse", f"HEAD:{name}") for name in ("README.md", "notes/dev.md")}
+    hold = tmp_path / "hold"
+    bin_folder = holding_git(hold, blob["notes/dev.md"])
+    env = {
+        **os.environ,
+        "TOKENIZERS_PARALLELISM": "false",
+        "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    env.pop("FOOTNOTE_INDEX", None)
+
+    def blobs_read() -> list[str]:
+        calls = (hold / "calls").read_text().splitlines() if (hold / "calls").exists() else []
+        return [c.split()[-1] for c in calls if c.split()[-3:-1] == ["cat-file", "blob"]]
+
+    errors = tmp_path / "sync.err"
+    with errors.open("wb") as stderr:
+        sync = subprocess.Popen(
+            [*footnote_command(), "sync", "--index", str(index)],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while not (hold / "held").exists() and sync.poll() is None:
+            assert time.monotonic() < deadline, "the sync never read notes/dev.md"
+            time.sleep(0.05)
+        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+        assert blobs_read() == [blob["README.md"], blob["notes/dev.md"]], (
+            "killed while reading the second changed file, the first one read"
+        )
+        os.kill(sync.pid, signal.SIGKILL)
+        assert sync.wait(30) == -signal.SIGKILL
+    finally:
+        if sync.poll() is None:
+            os.kill(sync.pid, signal.SIGKILL)
+            sync.wait(30)
+        (hold / "release").touch()  # the orphaned wrapper runs git and ends
+    assert corpus.sources(index)["sources"][0]["checkpoint"]["cursor"] == first, "nothing published"
+
+    resumed = corpus.sync(index)
+
+    assert not resumed.failed, resumed.failed
+    assert sorted(resumed.updated) == ["README.md", "notes/dev.md", "notes/ops.md"]
+    assert resumed.unchanged == ["pkg/keys.py"]
+    assert not resumed.added and not resumed.deleted
+    assert resumed.checkpoints[source_of(repo)]["cursor"] == head
+    chunks = [h.chunk for h in hits(index, "runbook")]
+    counts = Counter((c.source, c.text) for c in chunks)
+    assert max(counts.values()) == 1, counts
+    assert sorted(c.source for c in chunks if "Revision" in c.text) == [
+        "README.md", "notes/dev.md", "notes/ops.md"
+    ]  # fmt: skip
+    corpus.add(tmp_path / "fresh", [source_of(repo)])
+    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
+        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
+    }, "as many chunks as one clean load"
 
 
 def test_a_served_admin_is_held_to_the_operators_folders(repo: Path, tmp_path: Path) -> None:
