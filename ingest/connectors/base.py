@@ -83,6 +83,16 @@ class Permissions:
         named = [*self.groups, *(f"user:{u}" for u in self.users)]
         return named or None
 
+    def record(self) -> dict[str, Any]:
+        """These readers as JSON, for a document's version: a change of readers alone is
+        a new version (re-published without re-embedding), the same on every connector."""
+        return {
+            "users": list(self.users),
+            "groups": list(self.groups),
+            "public": self.public,
+            "problem": self.problem,
+        }
+
 
 @dataclass(frozen=True, kw_only=True)
 class SourceDocument:

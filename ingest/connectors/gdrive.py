@@ -397,7 +397,7 @@ class DriveConnector:
     def _version(self, file: DriveFile) -> str:
         """Changes with the file (Drive's version, its modification time), its path and who
         may read it, so a permission change reaches the file at the next sync."""
-        readers = _readers_record(self._file_readers(file))
+        readers = self._file_readers(file).record()
         digest = hashlib.sha256(json.dumps([file.path, readers]).encode()).hexdigest()[:16]
         data = file.data
         return f"{data.get('version', '')}/{data.get('modifiedTime', '')}/{digest}"
@@ -436,7 +436,7 @@ class DriveConnector:
                 "link": link,
                 "author": author,
                 "modified": data.get("modifiedTime") or "",
-                "readers": _readers_record(readers),  # a new reader changes the content
+                "readers": readers.record(),  # a new reader changes the content
                 "base64": base64.b64encode(content).decode("ascii"),
             }
             return json.dumps(record, sort_keys=True).encode("utf-8")
@@ -513,12 +513,3 @@ def _email(users: list[Any]) -> str | None:
         if isinstance(first, dict) and first.get("emailAddress")
         else None
     )
-
-
-def _readers_record(readers: Permissions) -> dict[str, Any]:
-    return {
-        "users": list(readers.users),
-        "groups": list(readers.groups),
-        "public": readers.public,
-        "problem": readers.problem,
-    }

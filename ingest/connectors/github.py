@@ -369,7 +369,7 @@ class GithubConnector:
         """Changes with the issue (its update time, its comment count) and with who may read
         it, so a permission change reaches every document at the next sync."""
         readers = self.permissions(str(issue.number))
-        digest = hashlib.sha256(json.dumps(_readers_record(readers)).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps(readers.record()).encode()).hexdigest()
         return f"{_iso(issue.updated_at)}/{issue.comments}/{digest[:16]}"
 
     def _batch(self, issues: list[Issue], cursor: str) -> Batch:
@@ -388,7 +388,7 @@ class GithubConnector:
                 record = self._call(lambda: _issue_record(issue))
             except ConnectorError as exc:
                 raise ParseError(str(exc)) from None
-            record["readers"] = _readers_record(readers)  # a new reader changes the content
+            record["readers"] = readers.record()  # a new reader changes the content
             return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
         def parse(data: bytes, source: str) -> ParsedDocument:
@@ -475,15 +475,6 @@ def _parsed(record: dict[str, Any], source: str, readers: Permissions) -> Parsed
         access_problem=readers.problem,
         metadata={"repository": record["link"].rsplit("/", 2)[0], "state": record["state"]},
     )
-
-
-def _readers_record(readers: Permissions) -> dict[str, Any]:
-    return {
-        "users": list(readers.users),
-        "groups": list(readers.groups),
-        "public": readers.public,
-        "problem": readers.problem,
-    }
 
 
 def _login(user: Any) -> str | None:

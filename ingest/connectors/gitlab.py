@@ -324,7 +324,7 @@ class GitlabConnector:
     def _version(self, item: Any) -> str:
         """Changes with the item (its update time, its note count) and with who may read it,
         so a permission change reaches every document at the next sync."""
-        digest = hashlib.sha256(json.dumps(_readers_record(self._readers(item))).encode())
+        digest = hashlib.sha256(json.dumps(self._readers(item).record()).encode())
         notes = item.attributes.get("user_notes_count", 0)
         return f"{_iso(_when(item.attributes.get('updated_at')))}/{notes}/{digest.hexdigest()[:16]}"
 
@@ -345,7 +345,7 @@ class GitlabConnector:
                 record = self._call(lambda: _item_record(item))
             except ConnectorError as exc:
                 raise ParseError(str(exc)) from None
-            record["readers"] = _readers_record(readers)  # a new reader changes the content
+            record["readers"] = readers.record()  # a new reader changes the content
             return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
         def parse(content: bytes, source: str) -> ParsedDocument:
@@ -450,15 +450,6 @@ def _parsed(record: dict[str, Any], source: str, readers: Permissions) -> Parsed
         access_problem=readers.problem,
         metadata={"project": record["link"].split("/-/", 1)[0], "state": record["state"]},
     )
-
-
-def _readers_record(readers: Permissions) -> dict[str, Any]:
-    return {
-        "users": list(readers.users),
-        "groups": list(readers.groups),
-        "public": readers.public,
-        "problem": readers.problem,
-    }
 
 
 def _kind(item: Any) -> str:

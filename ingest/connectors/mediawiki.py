@@ -349,7 +349,7 @@ class MediawikiConnector:
     def _version(self, page: Page) -> str:
         """Changes with each revision (a move, a restore make one too) and with who may
         read the page, so a permission change reaches it at the next sync."""
-        readers = _readers_record(self._readers(page.ns))
+        readers = self._readers(page.ns).record()
         digest = hashlib.sha256(json.dumps(readers, sort_keys=True).encode()).hexdigest()
         return f"{page.revid}/{digest[:16]}"
 
@@ -375,7 +375,7 @@ class MediawikiConnector:
                 "link": page.url,
                 "namespace": page.ns,
                 "wikitext": self._text(page.revid),
-                "readers": _readers_record(readers),  # a new reader changes the content
+                "readers": readers.record(),  # a new reader changes the content
             }
             return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
@@ -549,15 +549,6 @@ def _parsed(record: dict[str, Any], source: str, readers: Permissions, wiki: str
         access_problem=readers.problem,
         metadata={"wiki": wiki, "revision": record["revision"], "namespace": record["namespace"]},
     )
-
-
-def _readers_record(readers: Permissions) -> dict[str, Any]:
-    return {
-        "users": list(readers.users),
-        "groups": list(readers.groups),
-        "public": readers.public,
-        "problem": readers.problem,
-    }
 
 
 def _now() -> str:

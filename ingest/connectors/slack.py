@@ -298,7 +298,7 @@ class SlackConnector:
         """Changes with the conversation's activity and with who may read it, so a
         member removed reaches every document of the channel at the next sync."""
         readers = self.permissions(conversation.doc_id)
-        digest = hashlib.sha256(json.dumps(_readers_record(readers)).encode()).hexdigest()
+        digest = hashlib.sha256(json.dumps(readers.record()).encode()).hexdigest()
         return f"{conversation.activity()}/{conversation.fingerprint()}/{digest[:16]}"
 
     def _document(self, conversation: Conversation) -> SourceDocument:
@@ -313,7 +313,7 @@ class SlackConnector:
                 record = self._record(conversation, where)
             except (ConnectorError, SlackFailure) as exc:
                 raise ParseError(f"cannot read from Slack: {exc}") from None
-            record["readers"] = _readers_record(readers)  # a new reader changes the content
+            record["readers"] = readers.record()  # a new reader changes the content
             return json.dumps(record, ensure_ascii=False, sort_keys=True).encode("utf-8")
 
         def parse(data: bytes, source: str) -> ParsedDocument:
@@ -384,15 +384,6 @@ class SlackConnector:
             return uid
         name = message.get("username") or (message.get("bot_profile") or {}).get("name")
         return str(name) if name else None
-
-
-def _readers_record(readers: Permissions) -> dict[str, Any]:
-    return {
-        "users": list(readers.users),
-        "groups": list(readers.groups),
-        "public": readers.public,
-        "problem": readers.problem,
-    }
 
 
 def _now() -> str:
