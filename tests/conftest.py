@@ -118,8 +118,9 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
         os.environ["FOOTNOTE_STATE_DIR"] = before
 
 
-PROCESS_CALLS = ("run_cli", "subprocess.", "Popen(", "footnote_command(")
-"""What in a test's own body starts another process: the CLI fixture, subprocess, Popen."""
+PROCESS_CALLS = ("run_cli", "subprocess.", "Popen(", "footnote_command(", "sync_held(")
+"""What in a test's own body starts another process: the CLI fixture, subprocess, Popen,
+and `tests.killed_sync.sync_held` (a `footnote sync` to kill)."""
 
 
 def starts_processes(item: pytest.Item) -> bool:

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -29,7 +27,8 @@ from footnote.ingest.connectors.confluence import ConfluenceConnector, parse_sou
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import ConfluenceStub, StubPage, iso
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
+from tests.killed_sync import chunks_per_document, released, sync_held
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubCONFLUENCEtokenNeverShown42"
@@ -319,39 +318,21 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     stub.requests.clear()
     stub.hold = "/wiki/rest/api/content/2"
     env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
         "FOOTNOTE_CONFLUENCE_USER": USER,
         "FOOTNOTE_CONFLUENCE_TOKEN": TOKEN,
         "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
     }
-    env.pop("FOOTNOTE_INDEX", None)
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.held and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for page 2"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: bool(stub.held),
+        waiting_for="page 2",
+        release=released(stub),
+    ):
         assert body_requests(stub) == ["/wiki/rest/api/content/1", "/wiki/rest/api/content/2"], (
             "killed while waiting for the second changed page, the first one read"
         )
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        stub.hold = None
-        stub.released.set()
     (root,) = corpus.sources(index)["sources"]
     assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
     stub.requests.clear()
@@ -375,9 +356,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         "Revision 21 of the handbook."
     }
     corpus.add(tmp_path / "fresh", [source(stub)], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_the_credentials_are_in_no_output_or_file(

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -35,9 +33,10 @@ from footnote.ingest.connectors.base import ConnectorError
 from footnote.ingest.connectors.gdrive import DriveConnector, check_api, parse_source, served
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
 from tests.gdrive_stub import DOC, FOLDER, DriveStub, StubFile, user
 from tests.hostile_files import minimal_pdf
+from tests.killed_sync import chunks_per_document, released, sync_held
 
 TOKEN = "ya29.stubTOKENthatMustNeverBeShown0123"
 ROOT = "1RootFolder"
@@ -326,39 +325,21 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     stub.requests.clear()
     stub.hold = r"/drive/v3/files/m1\?.*alt=media.*"
     env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
         "FOOTNOTE_GDRIVE_TOKEN": TOKEN,
         "FOOTNOTE_GDRIVE_API": stub.base,
         "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
     }
-    env.pop("FOOTNOTE_INDEX", None)
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.held and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for escrow.md"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: bool(stub.held),
+        waiting_for="escrow.md",
+        release=released(stub),
+    ):
         assert content_reads(stub) == ["d1", "m1"], (
             "killed while waiting for the second changed file, the first one read"
         )
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        stub.hold = None
-        stub.released.set()
     (root,) = corpus.sources(index)["sources"]
     assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
     stub.requests.clear()
@@ -375,9 +356,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     assert max(counts.values()) == 1, counts
     assert len([c for c in chunks if "Revision" in c.text]) == 3
     corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_a_lost_change_token_reads_the_tree_again(stub: DriveStub, tmp_path: Path) -> None:

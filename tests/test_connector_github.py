@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,8 +28,9 @@ from footnote.ingest.connectors.github import GithubConnector, parse_source, ser
 from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
 from tests.github_stub import GithubStub, StubIssue, StubRepo, stamp
+from tests.killed_sync import chunks_per_document, released, sync_held
 
 TOKEN = "ghp_stubTOKENthatMustNeverBeShown0123456789"
 SOURCE = "github://acme/vault"
@@ -140,40 +139,22 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     stub.requests.clear()
     stub.hold = "/repos/acme/vault/issues/3/comments"
     env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
         "GITHUB_TOKEN": TOKEN,
         "FOOTNOTE_GITHUB_API": stub.base,
         "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
     }
-    env.pop("FOOTNOTE_INDEX", None)
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.held and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for issue 3's comments"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: bool(stub.held),
+        waiting_for="issue 3's comments",
+        release=released(stub),
+    ):
         assert comment_requests(stub) == [
             "/repos/acme/vault/issues/1/comments",
             "/repos/acme/vault/issues/3/comments",
         ], "killed while waiting for the second changed issue, the first one read"
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        stub.hold = None
-        stub.released.set()
     (root,) = corpus.sources(index)["sources"]
     assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
     stub.requests.clear()
@@ -194,9 +175,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         f"Revision {minute} of the runbook." for minute in (20, 21, 22)
     ]
     corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_a_collaborator_removed_at_the_source_loses_the_repository_at_the_next_sync(

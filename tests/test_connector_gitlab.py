@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -34,8 +32,9 @@ from footnote.ingest.connectors.gitlab import GitlabConnector, parse_source, ser
 from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
 from tests.gitlab_stub import GitlabStub, StubItem, StubProject, stamp
+from tests.killed_sync import chunks_per_document, released, sync_held
 
 TOKEN = "glpat-stubTOKENthatMustNeverBeShown0123"
 SOURCE = "gitlab://acme/vault"
@@ -335,40 +334,22 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     stub.requests.clear()
     stub.hold = "/projects/42/issues/2/notes"
     env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
         "GITLAB_TOKEN": TOKEN,
         "FOOTNOTE_GITLAB_API": stub.base,
         "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
     }
-    env.pop("FOOTNOTE_INDEX", None)
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.held and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for issue 2's notes"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: bool(stub.held),
+        waiting_for="issue 2's notes",
+        release=released(stub),
+    ):
         assert note_requests(stub) == [
             "/projects/42/issues/1/notes",
             "/projects/42/issues/2/notes",
         ], "killed while waiting for the second changed item, the first one read"
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        stub.hold = None
-        stub.released.set()
     (root,) = corpus.sources(index)["sources"]
     assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
     stub.requests.clear()
@@ -391,9 +372,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         f"Revision {minute} of the runbook." for minute in (20, 21, 22)
     ]
     corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_the_token_is_in_no_output_file_or_audit_line(

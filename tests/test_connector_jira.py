@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -33,7 +31,8 @@ from footnote.ingest.source_policy import SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import JiraStub, StubIssue, iso
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
+from tests.killed_sync import chunks_per_document, released, sync_held
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubJIRAtokenThatMustNeverBeShown7"
@@ -302,41 +301,23 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     stub.requests.clear()
     stub.hold = "/rest/api/2/issue/OPS-2"
     env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
         "FOOTNOTE_JIRA_USER": USER,
         "FOOTNOTE_JIRA_TOKEN": TOKEN,
         "FOOTNOTE_IDENTITY_MAP": os.environ["FOOTNOTE_IDENTITY_MAP"],
     }
-    env.pop("FOOTNOTE_INDEX", None)
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.held and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for OPS-2"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: bool(stub.held),
+        waiting_for="OPS-2",
+        release=released(stub),
+    ):
         assert issue_reads(stub) == [
             "/rest/api/2/issue/OPS-1",
             "/rest/api/2/issue/OPS-1/comment",
             "/rest/api/2/issue/OPS-2",
         ], "killed while waiting for the second changed issue, the first one read"
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        stub.hold = None
-        stub.released.set()
     (root,) = corpus.sources(index)["sources"]
     assert root["checkpoint"]["cursor"] == first["cursor"], "nothing published"
     stub.requests.clear()
@@ -358,9 +339,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         f"Revision {day} of the runbook." for day in (20, 21, 22)
     ]
     corpus.add(tmp_path / "fresh", [source(stub)], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_the_credentials_are_in_no_output_or_file(
