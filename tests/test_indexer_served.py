@@ -112,8 +112,9 @@ def test_admin_manages_sources_and_others_get_403(indexer: Indexer) -> None:
 def test_an_admin_syncs_permissions_only_and_others_get_403(indexer: Indexer) -> None:
     """The indexer's sync with `permissions_only` (docs/sync.md) over HTTP: an admin's asks
     connector sources only for readers (this index has none: nothing checked, nothing
-    published), recorded as `sync-permissions` under the admin; a non-admin gets 403; a
-    value that is not true or false is refused with its reason."""
+    published), recorded as `sync-permissions` under the admin; a non-admin gets 403,
+    recorded as a refused `sync-permissions`; a value that is not true or false is refused
+    with its reason."""
     assert indexer.team is not None
     admin, alice = indexer.clients["root"], indexer.clients["alice"]
     version = run(admin, "indexer", action="sources")["result"]["version"]
@@ -128,7 +129,10 @@ def test_an_admin_syncs_permissions_only_and_others_get_403(indexer: Indexer) ->
         f"{indexer.url}/audit", params={"limit": 1000}, headers=indexer.team.headers("root")
     )
     records = [r for r in answer.json()["items"] if r["action"] == "sync-permissions"]
-    assert [(r["who"], r["result"]) for r in records] == [("api_key:root", "ok")], records
+    assert [(r["who"], r["result"]) for r in records] == [
+        ("api_key:root", "ok"),
+        ("api_key:alice", "refused"),
+    ], records
 
 
 def test_served_url_sources_never_reach_loopback(indexer: Indexer) -> None:
