@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.request_hold import RequestHold
+
 PAGE_SIZE = 2
 """Items per page whatever `limit` or `maxResults` asks, so every listing of a few pages."""
 Answer = tuple[int, Any, dict[str, str]]
@@ -41,7 +43,7 @@ def iso(day: int) -> str:
     return when(day).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-class Stub:
+class Stub(RequestHold):
     """A threaded loopback server: `answer` checks credentials and the one 429, `route`
     (each service's) answers the rest."""
 
@@ -53,12 +55,7 @@ class Stub:
         """A path prefix whose next request is answered 429 with Retry-After: 1."""
         self.redirects: dict[str, str] = {}
         """A path whose requests are answered 302 to the address given."""
-        self.hold: str | None = None
-        """A pattern (`re.fullmatch` on the path): each request it matches, once its
-        credentials pass, is recorded in `held` and waits (outside the lock) until
-        `released` is set, so a test can kill the client while it waits."""
-        self.held: list[str] = []
-        self.released = threading.Event()
+        RequestHold.__init__(self)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -86,11 +83,8 @@ class Stub:
             basic = base64.b64encode(f"{self.user}:{self.token}".encode()).decode()
             if auth not in (f"Basic {basic}", f"Bearer {self.token}"):
                 return 401, {"statusCode": 401, "message": "Unauthorized"}, {}
-            held = self.hold is not None and re.fullmatch(self.hold, path) is not None
-            if held:
-                self.held.append(request)
-        if held:
-            self.released.wait(60)
+            held = self.catches(path, request)
+        self.wait_if(held)
         with self.lock:
             return self.redirect(path, query) or self.route(path, query)
 

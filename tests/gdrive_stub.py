@@ -23,6 +23,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
 
+from tests.request_hold import RequestHold
+
 PAGE_SIZE = 2
 """Items per page whatever `pageSize` asks, so every listing of a few items pages."""
 FOLDER = "application/vnd.google-apps.folder"
@@ -56,7 +58,7 @@ def user(email: str, role: str = "reader") -> dict[str, Any]:
     return {"type": "user", "emailAddress": email, "role": role}
 
 
-class DriveStub:
+class DriveStub(RequestHold):
     """The stub's state and server; `base` is the API root to hand the client."""
 
     def __init__(self, token: str) -> None:
@@ -70,13 +72,7 @@ class DriveStub:
         """403 answers the rate limit as Drive's `rateLimitExceeded` 403."""
         self.redirect_once: str | None = None
         """A path prefix whose next request is answered 302 to another host."""
-        self.hold: str | None = None
-        """A pattern (`re.fullmatch` on the request as `requests` records it, path and
-        query, so a download (`alt=media`) is told from a metadata read): each request it
-        matches, once its token passes, is recorded in `held` and waits (outside the lock)
-        until `released` is set, so a test can kill the client while it waits."""
-        self.held: list[str] = []
-        self.released = threading.Event()
+        RequestHold.__init__(self)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -149,11 +145,9 @@ class DriveStub:
                 return 302, {}, {"Location": "http://127.0.0.2:9/drive/v3" + rest}
             if auth != f"Bearer {self.token}":
                 return 401, _error(401, "authError", "Invalid Credentials"), {}
-            held = self.hold is not None and re.fullmatch(self.hold, request) is not None
-            if held:
-                self.held.append(request)
-        if held:
-            self.released.wait(60)
+            # path and query: a download (alt=media) is told from a metadata read
+            held = self.catches(request, request)
+        self.wait_if(held)
         with self.lock:
             return self._route(rest.strip("/").split("/"), {k: v[0] for k, v in query.items()})
 

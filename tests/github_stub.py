@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit
+
+from tests.request_hold import RequestHold
 
 PAGE_SIZE = 2
 """Items per page whatever `per_page` asks, so every listing of a few items pages."""
@@ -49,7 +50,7 @@ class StubRepo:
     """Answer the collaborators listing with this status (403: the token may not read it)."""
 
 
-class GithubStub:
+class GithubStub(RequestHold):
     """The stub's state and server; `base` is the API address to hand PyGithub."""
 
     def __init__(self, token: str) -> None:
@@ -58,12 +59,7 @@ class GithubStub:
         self.requests: list[str] = []
         self.rate_limit_once: str | None = None
         """A path prefix whose next request is answered 429 with Retry-After: 1."""
-        self.hold: str | None = None
-        """A pattern (`re.fullmatch` on the path): each request it matches, once its token
-        passes, is recorded in `held` and waits (outside the lock) until `released` is set,
-        so a test can kill the client while it waits."""
-        self.held: list[str] = []
-        self.released = threading.Event()
+        RequestHold.__init__(self)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -107,11 +103,8 @@ class GithubStub:
                 return 429, {"message": "API rate limit exceeded"}, {"Retry-After": "1"}
             if auth != f"token {self.token}":
                 return 401, {"message": "Bad credentials", "documentation_url": "x"}, {}
-            held = self.hold is not None and re.fullmatch(self.hold, path) is not None
-            if held:
-                self.held.append(request)
-        if held:
-            self.released.wait(60)
+            held = self.catches(path, request)
+        self.wait_if(held)
         with self.lock:
             return self._route(path.strip("/").split("/"), query)
 

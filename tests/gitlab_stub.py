@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import re
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
+
+from tests.request_hold import RequestHold
 
 PAGE_SIZE = 2
 """Items per page whatever `per_page` asks, so every listing of a few items pages."""
@@ -63,7 +64,7 @@ class StubProject:
         return self.merge_requests if merge else self.issues
 
 
-class GitlabStub:
+class GitlabStub(RequestHold):
     """The stub's state and server; `base` is the address to hand python-gitlab."""
 
     def __init__(self, token: str) -> None:
@@ -74,12 +75,7 @@ class GitlabStub:
         """A path prefix (after /api/v4) whose next request is answered 429, Retry-After: 1."""
         self.redirect_once: str | None = None
         """A path prefix whose next request is answered 302 to another host."""
-        self.hold: str | None = None
-        """A pattern (`re.fullmatch` on the path after /api/v4): each request it matches,
-        once its token passes, is recorded in `held` and waits (outside the lock) until
-        `released` is set, so a test can kill the client while it waits."""
-        self.held: list[str] = []
-        self.released = threading.Event()
+        RequestHold.__init__(self)
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
@@ -124,11 +120,8 @@ class GitlabStub:
                 return 401, {"message": "401 Unauthorized"}, {}
             if not path.startswith("/api/v4/projects/"):
                 return 404, {"message": "404 Not Found"}, {}
-            held = self.hold is not None and re.fullmatch(self.hold, rest) is not None
-            if held:
-                self.held.append(shown.removeprefix("/api/v4"))
-        if held:
-            self.released.wait(60)
+            held = self.catches(rest, shown.removeprefix("/api/v4"))
+        self.wait_if(held)
         with self.lock:
             return self._route(rest.split("/")[2:], query, anonymous=token is None)
 

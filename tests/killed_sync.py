@@ -7,14 +7,14 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import time
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 from footnote.ingest import corpus
 from tests.conftest import REPO, footnote_command
+from tests.waiting import wait_for
 
 
 @contextmanager
@@ -23,12 +23,12 @@ def sync_held(
     env: Mapping[str, str],
     log: Path,
     *,
-    held: Callable[[], bool],
+    held: threading.Event | Callable[[], bool],
     waiting_for: str,
     release: Callable[[], None],
 ) -> Iterator[subprocess.Popen[bytes]]:
     """`footnote sync --index INDEX` in its own process (this environment plus `env`, no
-    inherited FOOTNOTE_INDEX), run until `held()` says the source holds the chosen read; the
+    inherited FOOTNOTE_INDEX), run until `held` says the source holds the chosen read; the
     block then checks what was read before it, and on leaving it the process is killed with
     SIGKILL (it must die of it, still running until then) and the source released."""
     environment = {**os.environ, "TOKENIZERS_PARALLELISM": "false", **env}
@@ -42,10 +42,7 @@ def sync_held(
             stderr=stderr,
         )
     try:
-        deadline = time.monotonic() + 120
-        while not held() and sync.poll() is None:
-            assert time.monotonic() < deadline, f"the sync never asked for {waiting_for}"
-            time.sleep(0.05)
+        wait_for(held, process=sync, what=f"the sync to ask for {waiting_for}")
         assert sync.poll() is None, f"the sync ended before it was killed: {log.read_text()}"
         yield sync
         os.kill(sync.pid, signal.SIGKILL)
@@ -55,16 +52,6 @@ def sync_held(
             os.kill(sync.pid, signal.SIGKILL)
             sync.wait(30)
         release()
-
-
-def released(stub: Any) -> Callable[[], None]:
-    """Lets a loopback stub's held request go (`hold` / `released`, as the stubs name them)."""
-
-    def release() -> None:
-        stub.hold = None
-        stub.released.set()
-
-    return release
 
 
 def chunks_per_document(index: Path) -> dict[str, int]:

@@ -17,7 +17,6 @@ import re
 import shutil
 import signal
 import subprocess
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +24,8 @@ from typing import Any
 
 import httpx
 import pytest
+
+from tests.waiting import wait_for
 
 MEDIAWIKI = Path("/usr/share/mediawiki")
 ADMIN_PASSWORD = "Admin-pass-2718281828"
@@ -100,10 +101,13 @@ class WikiServer:
             stdout=subprocess.DEVNULL,
             stderr=self.log.open("ab"),
         )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(self._started()) == before:
-            assert self.process.poll() is None, self.log.read_text()
-            time.sleep(0.05)
+        wait_for(
+            lambda: len(self._started()) > before,
+            process=self.process,
+            what="php -S to start",
+            timeout_s=30,
+        )
+        assert self.process.poll() is None, self.log.read_text()
         started = self._started()
         assert len(started) > before, "php -S did not start"
         self.base = started[-1]

@@ -28,7 +28,7 @@ from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import ConfluenceStub, StubPage, iso
 from tests.conftest import RunCli
-from tests.killed_sync import chunks_per_document, released, sync_held
+from tests.killed_sync import chunks_per_document, sync_held
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubCONFLUENCEtokenNeverShown42"
@@ -326,9 +326,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         index,
         env,
         tmp_path / "sync.err",
-        held=lambda: bool(stub.held),
+        held=stub.arrived,
         waiting_for="page 2",
-        release=released(stub),
+        release=stub.let_go,
     ):
         assert body_requests(stub) == ["/wiki/rest/api/content/1", "/wiki/rest/api/content/2"], (
             "killed while waiting for the second changed page, the first one read"

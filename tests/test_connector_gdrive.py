@@ -36,7 +36,7 @@ from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.gdrive_stub import DOC, FOLDER, DriveStub, StubFile, user
 from tests.hostile_files import minimal_pdf
-from tests.killed_sync import chunks_per_document, released, sync_held
+from tests.killed_sync import chunks_per_document, sync_held
 
 TOKEN = "ya29.stubTOKENthatMustNeverBeShown0123"
 ROOT = "1RootFolder"
@@ -333,9 +333,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         index,
         env,
         tmp_path / "sync.err",
-        held=lambda: bool(stub.held),
+        held=stub.arrived,
         waiting_for="escrow.md",
-        release=released(stub),
+        release=stub.let_go,
     ):
         assert content_reads(stub) == ["d1", "m1"], (
             "killed while waiting for the second changed file, the first one read"

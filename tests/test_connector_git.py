@@ -10,9 +10,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
-import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -27,7 +25,8 @@ from footnote.ingest.connectors.git import GitConnector, GitSource
 from footnote.ingest.source_policy import ServedSourcePolicy, SourceRefused
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, Locate, RunCli, footnote_command
+from tests.conftest import Locate, RunCli
+from tests.killed_sync import sync_held
 
 KEYS_PY = '''"""Key handling for the service."""
 
@@ -281,42 +280,23 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
     blob = {name: git(repo, "rev-parse", f"HEAD:{name}") for name in ("README.md", "notes/dev.md")}
     hold = tmp_path / "hold"
     bin_folder = holding_git(hold, blob["notes/dev.md"])
-    env = {
-        **os.environ,
-        "TOKENIZERS_PARALLELISM": "false",
-        "PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}",
-    }
-    env.pop("FOOTNOTE_INDEX", None)
+    env = {"PATH": f"{bin_folder}{os.pathsep}{os.environ.get('PATH', '')}"}
 
     def blobs_read() -> list[str]:
         calls = (hold / "calls").read_text().splitlines() if (hold / "calls").exists() else []
         return [c.split()[-1] for c in calls if c.split()[-3:-1] == ["cat-file", "blob"]]
 
-    errors = tmp_path / "sync.err"
-    with errors.open("wb") as stderr:
-        sync = subprocess.Popen(
-            [*footnote_command(), "sync", "--index", str(index)],
-            cwd=REPO,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-        )
-    try:
-        deadline = time.monotonic() + 120
-        while not (hold / "held").exists() and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never read notes/dev.md"
-            time.sleep(0.05)
-        assert sync.poll() is None, f"the sync ended before it was killed: {errors.read_text()}"
+    with sync_held(
+        index,
+        env,
+        tmp_path / "sync.err",
+        held=lambda: (hold / "held").exists(),
+        waiting_for="notes/dev.md",
+        release=lambda: (hold / "release").touch(),  # the orphaned wrapper runs git, ends
+    ):
         assert blobs_read() == [blob["README.md"], blob["notes/dev.md"]], (
             "killed while reading the second changed file, the first one read"
         )
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
-        (hold / "release").touch()  # the orphaned wrapper runs git and ends
     assert corpus.sources(index)["sources"][0]["checkpoint"]["cursor"] == first, "nothing published"
 
     resumed = corpus.sync(index)

@@ -30,7 +30,7 @@ from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.github_stub import GithubStub, StubIssue, StubRepo, stamp
-from tests.killed_sync import chunks_per_document, released, sync_held
+from tests.killed_sync import chunks_per_document, sync_held
 
 TOKEN = "ghp_stubTOKENthatMustNeverBeShown0123456789"
 SOURCE = "github://acme/vault"
@@ -147,9 +147,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         index,
         env,
         tmp_path / "sync.err",
-        held=lambda: bool(stub.held),
+        held=stub.arrived,
         waiting_for="issue 3's comments",
-        release=released(stub),
+        release=stub.let_go,
     ):
         assert comment_requests(stub) == [
             "/repos/acme/vault/issues/1/comments",

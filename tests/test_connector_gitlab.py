@@ -34,7 +34,7 @@ from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.conftest import RunCli
 from tests.gitlab_stub import GitlabStub, StubItem, StubProject, stamp
-from tests.killed_sync import chunks_per_document, released, sync_held
+from tests.killed_sync import chunks_per_document, sync_held
 
 TOKEN = "glpat-stubTOKENthatMustNeverBeShown0123"
 SOURCE = "gitlab://acme/vault"
@@ -342,9 +342,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         index,
         env,
         tmp_path / "sync.err",
-        held=lambda: bool(stub.held),
+        held=stub.arrived,
         waiting_for="issue 2's notes",
-        release=released(stub),
+        release=stub.let_go,
     ):
         assert note_requests(stub) == [
             "/projects/42/issues/1/notes",

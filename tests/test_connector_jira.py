@@ -32,7 +32,7 @@ from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
 from tests.atlassian_stub import JiraStub, StubIssue, iso
 from tests.conftest import RunCli
-from tests.killed_sync import chunks_per_document, released, sync_held
+from tests.killed_sync import chunks_per_document, sync_held
 
 USER = "footnote-bot"
 TOKEN = "ATATT3xFfGF0stubJIRAtokenThatMustNeverBeShown7"
@@ -309,9 +309,9 @@ def test_a_sync_killed_by_sigkill_mid_way_resumes_with_no_duplicate_chunk(
         index,
         env,
         tmp_path / "sync.err",
-        held=lambda: bool(stub.held),
+        held=stub.arrived,
         waiting_for="OPS-2",
-        release=released(stub),
+        release=stub.let_go,
     ):
         assert issue_reads(stub) == [
             "/rest/api/2/issue/OPS-1",

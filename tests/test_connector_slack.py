@@ -9,9 +9,6 @@ after one thread, or kill -9 of `footnote sync`) resumes without duplicate chunk
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import sys
 import time
 from collections import Counter
@@ -30,7 +27,8 @@ from footnote.ingest.connectors.slack import SlackConnector, parse_source
 from footnote.ingest.connectors.slack_api import SlackApi
 from footnote.store.types import Caller
 from footnote.tools.search import SearchRequest, search
-from tests.conftest import REPO, RunCli, footnote_command
+from tests.conftest import RunCli
+from tests.killed_sync import chunks_per_document, sync_held
 from tests.slack_stub import SlackStub, StubChannel, ts
 
 pytestmark = pytest.mark.integration
@@ -332,37 +330,29 @@ def test_a_sync_killed_mid_read_resumes_without_duplicate_chunks(
     corpus.add(index, [SOURCE], allow_private=True)
     stub.post(PRIVATE, 400, "U0BOB", "The platypus drill is on.", thread=PRIVATE_THREAD)
     stub.hold = "conversations.replies"
-    env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
-    sync = subprocess.Popen(
-        [*footnote_command(), "sync", "--index", str(index)],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 120
-        while not stub.called("held:conversations.replies") and sync.poll() is None:
-            assert time.monotonic() < deadline, "the sync never asked for the replies"
-            time.sleep(0.05)
-        assert sync.poll() is None, "the sync was still running when killed"
-        os.kill(sync.pid, signal.SIGKILL)
-        assert sync.wait(30) == -signal.SIGKILL
-    finally:
-        if sync.poll() is None:
-            os.kill(sync.pid, signal.SIGKILL)
-            sync.wait(30)
+
+    def release() -> None:
         stub.hold = None
         stub.released.set()
+
+    with sync_held(
+        index,
+        {},
+        tmp_path / "sync.err",
+        held=lambda: stub.called("held:conversations.replies"),
+        waiting_for="a thread's replies",
+        release=release,
+    ):
+        pass  # the held call for the replies is all there is to see before the kill
 
     resumed = corpus.sync(index, allow_private=True)
 
     assert resumed.updated == [thread_id("eng-private", PRIVATE_THREAD)]
     assert [c.source for c in hits(index, "platypus")] == [thread_id("eng-private", PRIVATE_THREAD)]
     corpus.add(tmp_path / "fresh", [SOURCE], allow_private=True)
-    assert {d["source"]: d["chunks"] for d in corpus.sources(index)["documents"]} == {
-        d["source"]: d["chunks"] for d in corpus.sources(tmp_path / "fresh")["documents"]
-    }, "as many chunks as one clean load"
+    assert chunks_per_document(index) == chunks_per_document(tmp_path / "fresh"), (
+        "as many chunks as one clean load"
+    )
 
 
 def test_the_token_and_api_are_the_operators(
