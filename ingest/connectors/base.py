@@ -9,6 +9,8 @@ the atomic publish are the same for all of them.
 
 from __future__ import annotations
 
+import email.utils
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -146,3 +148,19 @@ class Connector(Protocol):
 
     def permissions(self, doc_id: str) -> Permissions:
         """Who may read the document; `Permissions.nobody(reason)` when that cannot be read."""
+
+
+def retry_after_seconds(value: str) -> float | None:
+    """The wait a `Retry-After` value names, in seconds (a number of seconds or an HTTP
+    date, never less than none), or None when it names none: the one reading of it that
+    every connector's rate-limit wait starts from."""
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    if not value:
+        return None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())

@@ -13,14 +13,13 @@ the sync.
 from __future__ import annotations
 
 import datetime as dt
-import email.utils
 import os
 import time
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from footnote.ingest.connectors.base import ConnectorError
+from footnote.ingest.connectors.base import ConnectorError, retry_after_seconds
 
 RATE_LIMIT_BUDGET_S = 120.0
 """How long one sync may wait in all for Drive's rate limits before it gives up."""
@@ -47,17 +46,8 @@ class RateLimitWait(Exception):
 def retry_after(headers: Any, attempt: int) -> float:
     """The wait a rate-limited answer asks for, in seconds: `Retry-After` (seconds or an
     HTTP date), else a backoff of 1, 2, 4... seconds by attempt."""
-    value = str(headers.get("retry-after") or "").strip()
-    if value.isdigit():
-        return float(value)
-    if value:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.timestamp() - time.time())
-    return float(min(2**attempt, 32))
+    named = retry_after_seconds(str(headers.get("retry-after") or ""))
+    return named if named is not None else float(min(2**attempt, 32))
 
 
 def credentials_env() -> str:

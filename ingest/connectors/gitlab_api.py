@@ -9,13 +9,12 @@ budget, or stops the sync when more is asked than is left.
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Callable, MutableMapping
 from typing import Any, TypeVar
 
-from footnote.ingest.connectors.base import ConnectorError
+from footnote.ingest.connectors.base import ConnectorError, retry_after_seconds
 
 RATE_LIMIT_BUDGET_S = 120.0
 """How long one sync may wait in all for GitLab's rate limits before it gives up."""
@@ -33,16 +32,9 @@ class RateLimitWait(Exception):
 def retry_after(headers: MutableMapping[str, str]) -> float:
     """The wait a 429 asks for, in seconds: `Retry-After` (seconds or an HTTP date), else
     until `RateLimit-Reset` (an epoch), else none named (python-gitlab's short backoff)."""
-    value = (headers.get("Retry-After") or "").strip()
-    if value.isdigit():
-        return float(value)
-    if value:
-        try:
-            when = email.utils.parsedate_to_datetime(value)
-        except (TypeError, ValueError):
-            when = None
-        if when is not None:
-            return max(0.0, when.timestamp() - time.time())
+    named = retry_after_seconds(headers.get("Retry-After") or "")
+    if named is not None:
+        return named
     reset = (headers.get("RateLimit-Reset") or "").strip()
     return max(0.0, float(reset) - time.time()) if reset.isdigit() else 0.0
 
