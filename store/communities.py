@@ -13,16 +13,18 @@ graph tables, into tables: store/graph_postgres.py). On the files backend:
                                       communities there are
 
 Leiden (leidenalg over igraph, modularity with a fixed seed and a fixed number of passes)
-runs on the entity co-occurrence graph, vertices in entity-id order and edges sorted: entity ids are positions of sorted key
-hashes, so the partition is a function of the chunks alone, and `add`, `remove`, `sync` and a
-rebuild give the same communities. No text is stored here: names, summaries and reports are
-made at query time from the chunks the caller may read (tools/communities.py), so nothing
-in these files can carry a restricted document's words to anyone.
+runs on the entity co-occurrence graph, vertices in entity-id order and edges sorted: entity
+ids are positions of sorted key hashes, so the partition is a function of the chunks alone,
+and `add`, `remove`, `sync` and a rebuild give the same communities. No text is stored
+here: names, summaries and reports are made at query time from the chunks the caller may
+read (tools/communities.py), so nothing in these files can carry a restricted document's
+words to anyone.
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -71,9 +73,7 @@ def compute_communities(arrays: dict[str, np.ndarray], rows: int, chunks: int) -
     """The communities of a graph given as store/graph_files.py's arrays over `rows` chunk
     rows, `chunks` of which are chunks (every row on the files backend; PostgreSQL's row ids
     leave gaps): both backends partition their graph here, so one corpus gets one partition."""
-    import igraph
-    import leidenalg
-
+    igraph, leidenalg = _leiden_modules()
     entities = len(arrays["entities.keys"])
     indptr = np.asarray(arrays["mentions.indptr"], dtype=np.int64)
     entity_of_edge = np.asarray(arrays["mentions.entity"], dtype=np.int64)
@@ -121,6 +121,24 @@ def compute_communities(arrays: dict[str, np.ndarray], rows: int, chunks: int) -
         centrality.astype(np.float32),
         community_info(count_communities),
     )
+
+
+def _leiden_modules() -> tuple[Any, Any]:
+    """igraph and leidenalg. igraph's drawing code imports matplotlib.pyplot when it is
+    installed (the eval extra installs it): 0.26 s of the 0.31 s igraph takes to load, paid by
+    every `sync` that publishes. Footnote never draws a graph, so unless this process has
+    already loaded matplotlib, igraph is imported with it hidden (igraph then keeps a stand-in
+    that says matplotlib is missing if drawing is ever asked for)."""
+    hide = "igraph" not in sys.modules and "matplotlib" not in sys.modules
+    if hide:
+        sys.modules["matplotlib"] = None  # type: ignore[assignment]  # import raises ImportError
+    try:
+        import igraph
+        import leidenalg
+    finally:
+        if hide:
+            del sys.modules["matplotlib"]
+    return igraph, leidenalg
 
 
 def community_info(count: int) -> dict[str, Any]:

@@ -80,6 +80,7 @@ from footnote.store.graph_files import GraphArrays, GraphBuilder, graph_enabled,
 from footnote.store.graph_files import required_parts as graph_parts
 from footnote.store.keyword_writer import EMPTY_DOCUMENT, KeywordPostings
 from footnote.store.lock import writer_lock
+from footnote.store.mention_cache import CACHE_FILE as MENTION_CACHE
 from footnote.store.private import make_private, private_dir, write_private_text
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
@@ -538,7 +539,11 @@ class _StagedParts:
         self.keywords = KeywordPostings(
             self.scratch / "keywords", entries_per_pass=KEYWORD_POSTINGS_PER_ROW * batch_rows
         )
-        self.graph = GraphBuilder() if graph_enabled(dict(os.environ)) else None
+        self.graph = (
+            GraphBuilder(mention_cache=staging.parent.parent / MENTION_CACHE)
+            if graph_enabled(dict(os.environ))
+            else None
+        )
 
     def add(self, chunks: Sequence[Chunk], vectors: np.ndarray) -> None:
         if len(vectors) != len(chunks):

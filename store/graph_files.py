@@ -38,7 +38,15 @@ import numpy as np
 from footnote.store.chunkdb import ChunkTable
 from footnote.store.communities import PARTS as COMMUNITY_PARTS
 from footnote.store.communities import Communities, build_communities, load_communities
-from footnote.store.entities import KINDS, TitleMatcher, chunk_mentions, key_hash, key_words
+from footnote.store.entities import (
+    KINDS,
+    Mention,
+    TitleMatcher,
+    chunk_mentions,
+    key_hash,
+    key_words,
+)
+from footnote.store.mention_cache import MentionCache, corpus_digest, decode, entry_key
 from footnote.store.types import Chunk
 
 if TYPE_CHECKING:
@@ -88,8 +96,11 @@ class GraphBuilder:
     """Collects the corpus's titles while the writer streams chunks in, then builds the
     graph from the finished chunk database (`finish`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, mention_cache: Path | None = None) -> None:
         self.titles: set[str] = set()
+        self.mention_cache = mention_cache
+        """Where chunks' mentions are kept between publishes (store/mention_cache.py); None:
+        every chunk's are found again."""
 
     def add(self, chunks: Iterable[Chunk]) -> None:
         self.titles.update(c.title for c in chunks if c.title)
@@ -97,6 +108,27 @@ class GraphBuilder:
     def finish(self, directory: Path, table: ChunkTable, batch_rows: int) -> dict[str, Any]:
         """Write graph/ into the staging folder; returns the manifest's `graph` entry."""
         matcher = TitleMatcher(self.titles)
+        corpus = corpus_digest(self.titles)
+        cache = MentionCache(self.mention_cache) if self.mention_cache is not None else None
+        try:
+            entry = self._build(directory, table, batch_rows, matcher, corpus, cache)
+        except BaseException:
+            if cache is not None:
+                cache.close(keep=False)
+            raise
+        if cache is not None:
+            cache.close(keep=True)
+        return entry
+
+    def _build(
+        self,
+        directory: Path,
+        table: ChunkTable,
+        batch_rows: int,
+        matcher: TitleMatcher,
+        corpus: bytes,
+        cache: MentionCache | None,
+    ) -> dict[str, Any]:
         entities = EntitySpool(directory.parent / ".graph-entities.sqlite")
         access_ids: dict[str, int] = {}
         hashes: list[np.ndarray] = []  # one array per batch, never one per chunk or edge
@@ -111,11 +143,8 @@ class GraphBuilder:
             batch_counts: list[int] = []
             batch_pairs: list[tuple[int, int, int]] = []
             best: dict[int, tuple[int, str]] = {}  # this batch's: key hash -> (kind, name)
-            for chunk in batch:
-                found = sorted(
-                    chunk_mentions(chunk.title, chunk.section, chunk.text, matcher).values(),
-                    key=lambda m: (m.kind, m.key),
-                )
+            mentions = _batch_mentions(batch, matcher, corpus, cache)
+            for chunk, found in zip(batch, mentions, strict=True):
                 row_hashes = [key_hash(m.key) for m in found]
                 for mention, h in zip(found, row_hashes, strict=True):
                     held = best.get(h)
@@ -160,6 +189,28 @@ class GraphBuilder:
             "pairs": len(arrays["pairs.left"]),
             "access_values": len(ordered_access),
         }
+
+
+def _batch_mentions(
+    batch: Sequence[Chunk], matcher: TitleMatcher, corpus: bytes, cache: MentionCache | None
+) -> list[list[Mention]]:
+    """Each chunk's mentions, sorted by (kind, key): from the cache where it holds a sound
+    entry for the chunk, found from the text (and cached) where not."""
+    keys = [entry_key(corpus, chunk) for chunk in batch] if cache is not None else []
+    held = cache.get(keys) if cache is not None else {}
+    out: list[list[Mention]] = []
+    for i, chunk in enumerate(batch):
+        payload = held.get(keys[i]) if cache is not None else None
+        found = decode(payload, chunk) if payload is not None else None
+        if found is None:
+            found = sorted(
+                chunk_mentions(chunk.title, chunk.section, chunk.text, matcher).values(),
+                key=lambda m: (m.kind, m.key),
+            )
+            if cache is not None:
+                cache.put(keys[i], found)
+        out.append(found)
+    return out
 
 
 def _pairs(hashes: Sequence[int], access: int) -> Iterable[tuple[int, int, int]]:
