@@ -92,6 +92,18 @@ class StubEmbeddings:
             self.requests.append((time.monotonic(), status, list(inputs)))
             self.in_flight += 1
             self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        counted = True
+
+        def leave() -> None:
+            """The request stops counting as in flight: before its response is written, since
+            the client may send its next request the moment it has read this one's (counted
+            after, a loaded machine showed two in flight from a client sending one at a time)."""
+            nonlocal counted
+            if counted:
+                with self._lock:
+                    self.in_flight -= 1
+                counted = False
+
         try:
             if self.hang and self._stopped.wait(self.hang):
                 return
@@ -118,10 +130,10 @@ class StubEmbeddings:
             handler.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 handler.send_header(name, value)
+            leave()
             handler.end_headers()
             handler.wfile.write(data)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (its timeout)
         finally:
-            with self._lock:
-                self.in_flight -= 1
+            leave()

@@ -71,7 +71,8 @@ def test_a_new_title_finds_every_chunks_mentions_again(tmp_path: Path, counted: 
     folder, index = write_docs(tmp_path / "docs", DOCS), tmp_path / "index"
     ingest([folder], index)
     counted.clear()
-    ingest([write_docs(folder, {**DOCS, "vault.md": "# Key vault\n\nThe vault holds keys.\n"})], index)
+    vault = {**DOCS, "vault.md": "# Key vault\n\nThe vault holds keys.\n"}
+    ingest([write_docs(folder, vault)], index)
     assert len(counted) == chunk_count(index)
     assert graph_bytes(index) == rebuilt(folder, tmp_path)
 
