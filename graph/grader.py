@@ -24,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
+from footnote.graph.kinds import vetoed
+
 # The linear grade is the retriever's `relevance` too, so it lives a floor down; its pieces
 # are named here as well, where the grading code and its benchmarks read them.
 from footnote.tools.documents import LINEAR_THRESHOLD as LINEAR_THRESHOLD
@@ -369,8 +371,20 @@ def offline_grades(
     question is answered, and each chunk's grade is the higher of the calibrated and the
     linear one: which chunks to quote is the linear blend's per-chunk call, which keeps the
     gold section beside the first more often (docs/evaluation.md). When none passes, the
-    calibrated grades stand, and the part is not covered."""
+    calibrated grades stand, and the part is not covered.
+
+    Whichever grader, a chunk whose headings name another kind of what the question asks
+    about ("Annual leave" for "parental leave", graph/kinds.py) gets 0: similarity cannot
+    tell that near miss from a paraphrase, and the headings can."""
     check_offline_grader(grader)
+    grades = _model_grades(candidates, grader, question, threshold)
+    other_kind = vetoed(question, candidates)
+    return [0.0 if other else grade for grade, other in zip(grades, other_kind, strict=True)]
+
+
+def _model_grades(
+    candidates: Sequence[Candidate], grader: OfflineGrader, question: str, threshold: float
+) -> list[float]:
     if grader == "judge":
         return judge_grades(candidates, question)
     linear = [relevance(c) for c in candidates]

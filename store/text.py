@@ -4,6 +4,7 @@ slugify and prefix chunks alike."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import Any
 
@@ -181,6 +182,11 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english")
 
 
+def stem_words(words: Iterable[str]) -> list[str]:
+    """The English (Snowball) stems of lowercased words, as BM25 indexes them."""
+    return list(_stemmer().stemWords(list(words)))
+
+
 def keyword_tokens(text: str) -> list[str]:
     """Lowercased, stopword-free, stemmed word tokens for BM25 (index and query alike).
 
@@ -195,7 +201,7 @@ def keyword_tokens(text: str) -> list[str]:
         else:
             words.append(match)
     kept = [w for w in words if w and w not in STOPWORDS]
-    return list(_stemmer().stemWords(kept))
+    return stem_words(kept)
 
 
 def slugify(text: str) -> str:

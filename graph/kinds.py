@@ -1,0 +1,80 @@
+"""Another kind of the same thing: the near miss that similarity cannot see.
+
+"How many weeks of parental leave do I get?" against a section headed "Annual leave": the
+chunk is about leave, shares every word but one with the question, and scores as well as a
+true paraphrase does (docs/evaluation.md, "Fourth pass"; no bi-encoder tells them apart). But
+its own heading says which kind of leave it covers, and the question names another kind the
+chunk never mentions. A person reading both would say the handbook does not cover it.
+
+The test reads only the question, the chunk's headings and its words: no model, no fitted
+parameter. A compound is two adjacent content words (a modifier and its head: "parental
+leave", "API key"); the chunk names another kind when one of its heading compounds has the
+question compound's head with another modifier, and the question's modifier appears nowhere
+in the chunk. A heading's compound is a claim about the whole section; a compound in the body
+("unused days") is not, so only headings count.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from footnote.store.text import STOPWORDS, stem_words
+from footnote.tools.documents import Candidate
+
+_CLAUSE = re.compile(r"[^\w\s'-]+|\s-\s")
+"""What ends a compound: punctuation ("Credentials > Rotation", "keys, tokens")."""
+_WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
+_FRAME = frozenset({"many", "much", "long", "often", "soon", "far", "quickly", "get", "need"})
+"""A question's frame, not its topic: "how many weeks" names no kind of week."""
+
+
+def compounds(text: str) -> set[tuple[str, str]]:
+    """(modifier, head) stems of each two adjacent content words in `text` within a clause;
+    a stopword, a number or punctuation between them breaks the pair."""
+    pairs: set[tuple[str, str]] = set()
+    for clause in _CLAUSE.split(text):
+        run: list[str] = []
+        for token in clause.split():
+            word = token.strip("'").lower()
+            if _WORD.fullmatch(word) and len(word) > 2 and word not in STOPWORDS | _FRAME:
+                run.append(word)
+                continue
+            pairs |= _adjacent(run)
+            run = []
+        pairs |= _adjacent(run)
+    return pairs
+
+
+def _adjacent(words: list[str]) -> set[tuple[str, str]]:
+    stems = stem_words([w.replace("'", "") for w in words])
+    return set(zip(stems, stems[1:], strict=False))
+
+
+def _stems(text: str) -> set[str]:
+    return set(stem_words(w.lower() for w in _WORD.findall(text)))
+
+
+def names_another_kind(question: str, candidate: Candidate) -> bool:
+    """Whether the chunk's headings name another kind of what the question asks about (its
+    heading has the question's head word with another modifier) and the question's own
+    modifier is nowhere in the chunk: "parental leave" against "Annual leave"."""
+    asked = compounds(question)
+    if not asked:
+        return False
+    metadata = candidate["document"].metadata
+    headings = f"{metadata.get('title') or ''}\n{metadata.get('section') or ''}"
+    headed = compounds(headings)
+    if not headed:
+        return False
+    present = _stems(f"{headings}\n{candidate['document'].page_content}")
+    return any(
+        head == own_head and modifier != own_modifier and modifier not in present
+        for modifier, head in asked
+        for own_modifier, own_head in headed
+    )
+
+
+def vetoed(question: str, candidates: Iterable[Candidate]) -> list[bool]:
+    """`names_another_kind` for each candidate, in order."""
+    return [names_another_kind(question, c) for c in candidates]

@@ -1,0 +1,105 @@
+"""The "another kind" veto (graph/kinds.py): a chunk headed with another kind of what the
+question names, and without the question's own kind anywhere in it, cannot answer it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from langchain_core.documents import Document
+
+from footnote.graph.grader import OFFLINE_GRADERS, offline_grades
+from footnote.graph.graph import make_graph
+from footnote.graph.kinds import compounds, names_another_kind
+from footnote.graph.prompts import NOT_COVERED
+from footnote.tools.documents import Candidate, Evidence
+
+ANNUAL_LEAVE = (
+    "Holidays and time off",
+    "Holidays and time off > Annual leave",
+    "Full-time employees have 27 days of annual leave a year, plus public holidays. Up to five "
+    "unused days carry over to the next year and must be taken by the end of March.",
+)
+STORING_KEYS = (
+    "API keys",
+    "API keys > Storing keys",
+    "Never commit an API key to a repository. If a key leaks, revoke it at once and tell the "
+    "security team in #sec-incidents.",
+)
+
+
+def chunk(title: str, section: str, text: str, dense: float = 0.6) -> Candidate:
+    return Candidate(
+        document=Document(page_content=text, metadata={"title": title, "section": section}),
+        evidence=Evidence(dense=dense, coverage=0.6),
+    )
+
+
+@pytest.mark.parametrize(
+    ("question", "section", "another_kind"),
+    [
+        # the question's kind is not the heading's, and not in the chunk: a near miss
+        ("How many weeks of parental leave do I get?", ANNUAL_LEAVE, True),
+        ("Do we have parental leave?", ANNUAL_LEAVE, True),
+        ("maternity leave", ANNUAL_LEAVE, True),
+        ("How do I rotate an SSH key?", STORING_KEYS, True),
+        # a paraphrase: another word for the thing, not another kind of it
+        ("How many vacation days do I get?", ANNUAL_LEAVE, False),
+        ("How many days of annual leave do I have?", ANNUAL_LEAVE, False),
+        # the question's modifier is in the chunk's text ("leaks"): the chunk speaks of it
+        ("Which channel takes reports of leaked keys?", STORING_KEYS, False),
+        ("How often do I have to change my API key?", STORING_KEYS, False),
+        # a compound only in the body ("unused days") says nothing of the whole section
+        ("How many sick days can I take?", ANNUAL_LEAVE, False),
+    ],
+)
+def test_another_kind(question: str, section: tuple[str, str, str], another_kind: bool) -> None:
+    assert names_another_kind(question, chunk(*section)) is another_kind
+
+
+def test_compounds_are_adjacent_content_words_within_a_clause() -> None:
+    assert compounds("What is the parental leave policy?") == {
+        ("parent", "leav"),
+        ("leav", "polici"),
+    }
+    # a stopword, a number, punctuation or the question's frame breaks a pair
+    assert compounds("How many weeks of leave, in 27 days?") == set()
+    assert compounds("Holidays and time off > Annual leave") == {("annual", "leav")}
+
+
+@pytest.mark.parametrize("offline_grader", OFFLINE_GRADERS)
+def test_a_chunk_of_another_kind_cannot_pass_any_offline_grader(offline_grader: Any) -> None:
+    annual = chunk(*ANNUAL_LEAVE, dense=0.95)
+    annual["evidence"]["coverage"] = 0.95
+    near_miss = offline_grades([annual], offline_grader, "Do we have parental leave?")
+    paraphrase = offline_grades([annual], offline_grader, "How many vacation days do I get?")
+    assert near_miss == [0.0]
+    assert offline_grader == "judge" or paraphrase[0] > 0.5
+
+
+def test_the_held_out_parental_leave_questions_are_not_covered(handbook_index: Path) -> None:
+    """The phrasings the calibrated fit never saw, which it answered from annual leave before
+    the veto (docs/evaluation.md, "Fourth pass"), with the default grader and the others."""
+    graph: Any = make_graph()
+    for offline_grader in ("calibrated", "linear"):
+        for question in (
+            "How many weeks of parental leave do I get?",
+            "Do we have parental leave?",
+            "Tell me about parental leave",
+            "What about parental leave?",
+        ):
+            out = graph.invoke(
+                {"messages": [{"role": "user", "content": question}]},
+                context={"index_dir": str(handbook_index), "offline_grader": offline_grader},
+            )
+            assert out["messages"][-1].content == NOT_COVERED, (offline_grader, question)
+
+
+@settings(max_examples=200, deadline=None)
+@given(question=st.text(max_size=200), title=st.text(max_size=80), text=st.text(max_size=300))
+def test_any_text_is_read_without_error(question: str, title: str, text: str) -> None:
+    """Questions and documents are untrusted: any text gives an answer, never an error."""
+    assert names_another_kind(question, chunk(title, f"{title} > {title}", text)) in (True, False)
