@@ -10,7 +10,9 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
 - not covered (near-miss unanswerable questions), and every miss by name;
 - the same for the keyword queries (the questions' keyword forms: "vacation days"), apart;
 - "not covered" on held-out near misses: phrasings written after the calibrated grader was
-  fitted ("Do we have parental leave?"), which no fit has seen.
+  fitted ("Do we have parental leave?"), which no fit has seen;
+- the set written after the default grader and its "another kind" veto were fixed
+  (`written_after`: new paraphrases and near misses), apart.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
         [--json] [--index DIR]
@@ -92,9 +94,8 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
     answerable = [answered(graph, q, context) for q in questions["answerable"]]
     unanswerable = [abstained(graph, q, context) for q in questions["unanswerable"]]
     seconds = time.perf_counter() - started
-    keywords = questions.get("keywords", {})
-    keyword_answerable = [answered(graph, q, context) for q in keywords.get("answerable", [])]
-    keyword_near = [abstained(graph, q, context) for q in keywords.get("unanswerable", [])]
+    keyword_answerable, keyword_near = run_set(graph, questions.get("keywords", {}), context)
+    after_answerable, after_near = run_set(graph, questions.get("written_after", {}), context)
     held_out = [abstained(graph, q, context) for q in questions.get("held_out", {}).get(
         "unanswerable", [])]  # fmt: skip
     return {
@@ -108,13 +109,8 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
         "wrongly_not_covered": rate(answerable, "not_covered"),
         "near_miss_not_covered": rate(unanswerable, "not_covered"),
         "seconds_per_question": round(seconds / (len(answerable) + len(unanswerable)), 2),
-        "keyword_queries": {
-            "answerable": len(keyword_answerable),
-            "unanswerable": len(keyword_near),
-            "answered_right": rate(keyword_answerable, "right"),
-            "wrongly_not_covered": rate(keyword_answerable, "not_covered"),
-            "near_miss_not_covered": rate(keyword_near, "not_covered"),
-        },
+        "keyword_queries": summary(keyword_answerable, keyword_near),
+        "written_after": summary(after_answerable, after_near),
         "held_out_near_misses": len(held_out),
         "held_out_near_miss_not_covered": rate(held_out, "not_covered"),
         "misses": [r for r in answerable if not r["right"]]
@@ -122,11 +118,32 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
         "keyword_misses": [r for r in keyword_answerable if not r["right"]]
         + [r for r in keyword_near if not r["not_covered"]],
         "held_out_misses": [r for r in held_out if not r["not_covered"]],
+        "written_after_misses": [r for r in after_answerable if not r["right"]]
+        + [r for r in after_near if not r["not_covered"]],
+    }
+
+
+def run_set(
+    graph: Any, questions: dict[str, Any], context: dict[str, Any]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """One question set's answerable and near-miss rows."""
+    answerable = [answered(graph, q, context) for q in questions.get("answerable", [])]
+    return answerable, [abstained(graph, q, context) for q in questions.get("unanswerable", [])]
+
+
+def summary(answerable: list[dict[str, Any]], near: list[dict[str, Any]]) -> dict[str, Any]:
+    return {
+        "answerable": len(answerable),
+        "unanswerable": len(near),
+        "answered_right": rate(answerable, "right"),
+        "gold_cited": rate(answerable, "gold_cited"),
+        "wrongly_not_covered": rate(answerable, "not_covered"),
+        "near_miss_not_covered": rate(near, "not_covered"),
     }
 
 
 def markdown(result: dict[str, Any]) -> str:
-    keywords = result["keyword_queries"]
+    keywords, after = result["keyword_queries"], result["written_after"]
     lines = [
         f"Handbook question set ({result['answerable']} paraphrased answerable, "
         f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}, "
@@ -143,10 +160,14 @@ def markdown(result: dict[str, Any]) -> str:
         f"| keyword queries: answered right | {keywords['answered_right']} |",
         f"| keyword near misses: 'not covered' | {keywords['near_miss_not_covered']} |",
         f"| held-out near misses: 'not covered' | {result['held_out_near_miss_not_covered']} |",
+        f"| written after the method: answered right | {after['answered_right']} |",
+        f"| written after the method: near misses 'not covered' | "
+        f"{after['near_miss_not_covered']} |",
         "",
         "Misses:",
     ]
-    for miss in result["misses"] + result["keyword_misses"] + result["held_out_misses"]:
+    misses = result["misses"] + result["keyword_misses"] + result["held_out_misses"]
+    for miss in misses + result["written_after_misses"]:
         lines.append(f"- {miss['question']} -> {miss['answer'][:160]!r} {miss['cited']}")
     return "\n".join(lines)
 

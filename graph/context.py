@@ -106,15 +106,16 @@ class Context:
         default=DEFAULT_OFFLINE_GRADER,
         metadata={
             "description": "How chunks are graded without a model (and when a model's grades "
-            "are unusable): 'linear' (the default: 0.6 x similarity + 0.4 x keyword "
-            "coverage) or 'calibrated' (similarity, keyword coverage and the question's "
-            "weakest word matched word by word, with a veto on chunks that lack the "
-            "question's names, fitted on the handbook set and pyfaq-core; "
-            "footnote/graph/grader.json; keyword queries get the linear blend) or 'judge' "
-            "(Footnote's own cross-encoder reads the question with each chunk). The "
-            "calibrated one answers more paraphrases and more near misses it was not fitted "
-            "on; the judge refuses more near misses and abstains wrongly more often "
-            "(docs/evaluation.md)."
+            "are unusable): 'calibrated' (the default: similarity, keyword coverage and the "
+            "question's weakest word matched word by word, with a veto on chunks that lack "
+            "the question's names, fitted on the handbook set and pyfaq-core; "
+            "footnote/graph/grader.json; keyword queries get the linear blend), 'linear' "
+            "(0.6 x similarity + 0.4 x keyword coverage) or 'judge' (Footnote's own "
+            "cross-encoder reads the question with each chunk). Whichever grader, a chunk "
+            "headed with another kind of what the question asks about ('Annual leave' for "
+            "parental leave) cannot pass. The calibrated one answers more paraphrases; the "
+            "linear one abstains more when the corpus lacks the answer; the judge refuses "
+            "more near misses and abstains wrongly more often (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

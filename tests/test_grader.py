@@ -152,7 +152,7 @@ def test_the_fitted_threshold_is_the_operating_grade() -> None:
             assert (g >= OPERATING_GRADE) == (p >= model.threshold)
             assert math.isclose(g, OPERATING_GRADE) == math.isclose(p, model.threshold)
     assert Context().grade_threshold == OPERATING_GRADE
-    assert Context().offline_grader == "linear"
+    assert Context().offline_grader == "calibrated"
 
 
 def test_linear_grader_keeps_its_operating_point() -> None:
@@ -430,7 +430,7 @@ def test_the_answer_is_the_sentence_that_answers(
 
 
 def test_the_calibrated_grader_answers_the_taxi_question(handbook_index: Path) -> None:
-    """Abstained on (by the linear default too) while `footnote search` ranks expenses.md
+    """Abstained on by the linear grader while `footnote search` ranks expenses.md
     first; the calibrated grader weighs keyword coverage as much as similarity."""
     out = ask("How do I expense a taxi?", handbook_index, offline_grader="calibrated")
     assert "finance portal" in out["messages"][-1].content
@@ -443,7 +443,7 @@ def test_the_strict_groups_near_miss(
 ) -> None:
     """As an engineer in strict scope keys.md is out of reach; the on-call *rotation* shares
     the topic word, not the question's name ("API key"): the calibrated grader's
-    require_names abstains, the linear default still answers from the rotation."""
+    require_names abstains, the linear grader still answers from the rotation."""
     out = ask(
         "How often must I rotate my API key?",
         handbook_index,

@@ -3,11 +3,11 @@ the user's words on a line of its own, and a part that refers back to the one be
 bridge: "the devices used for it") researched with that part's words, not as a question of
 its own.
 
-The example questions are answered in full only by the calibrated offline grader; the
-linear default says the paraphrased first parts are not covered even when asked alone (the
-grader's calibration, not the split: each split part gets the candidates and grades of the
-same question asked alone, and its right chunk ranks first or second with a linear grade of
-0.476 and 0.435 against the operating point's 0.5; docs/evaluation.md, "Multi-part").
+The example questions are answered in full by the calibrated grader, the default; the linear
+one says the paraphrased first parts are not covered even when asked alone (the grader's
+calibration, not the split: each split part gets the candidates and grades of the same
+question asked alone, and its right chunk ranks first or second with a linear grade of 0.476
+and 0.435 against the operating point's 0.5; docs/evaluation.md, "Multi-part").
 The tests say which grader they use."""
 
 from __future__ import annotations
@@ -83,15 +83,16 @@ def test_the_bridge_is_searched_with_its_referent(handbook_index: Path) -> None:
 
 LINEAR_ABSTAINS = pytest.mark.xfail(
     strict=True,
-    reason="the linear default grades each first part's right chunk below the operating point, "
+    reason="the linear grader grades each first part's right chunk below the operating point, "
     "as it does the same question asked alone (0.476 and 0.435 against 0.5); a lower "
     "threshold answers parental-leave near misses (docs/evaluation.md, 'Multi-part')",
 )
 
 
-@pytest.mark.parametrize("grader", ["calibrated", pytest.param("linear", marks=LINEAR_ABSTAINS)])
+@pytest.mark.parametrize("grader", ["default", pytest.param("linear", marks=LINEAR_ABSTAINS)])
 def test_the_example_questions_are_answered_part_by_part(handbook_index: Path, grader: str) -> None:
-    first_week = part_answers(ask(handbook_index, FIRST_WEEK, offline_grader=grader))
+    chosen = {} if grader == "default" else {"offline_grader": grader}
+    first_week = part_answers(ask(handbook_index, FIRST_WEEK, **chosen))
     assert [heading for heading, _, _ in first_week] == [
         "## What should a new hire set up in the first week?",
         "## What does the policy say about the devices used for it?",
@@ -103,7 +104,7 @@ def test_the_example_questions_are_answered_part_by_part(handbook_index: Path, g
     # The bridge, searched with the first part's words, does not quote its answer again.
     assert not set(sentences(set_up)) & set(sentences(devices)), (set_up, devices)
 
-    leaked = part_answers(ask(handbook_index, LEAKED_KEYS, offline_grader=grader))
+    leaked = part_answers(ask(handbook_index, LEAKED_KEYS, **chosen))
     assert [heading for heading, _, _ in leaked] == [
         "## Which channel takes reports of leaked keys?",
         "## How long is a service account token valid?",
@@ -114,7 +115,7 @@ def test_the_example_questions_are_answered_part_by_part(handbook_index: Path, g
 
 
 def test_a_part_heading_is_a_line_of_its_own(handbook_index: Path) -> None:
-    out = ask(handbook_index, LEAKED_KEYS)  # the linear default: the second part is covered
+    out = ask(handbook_index, LEAKED_KEYS)  # both parts covered
     for heading, text, _ in part_answers(out):
         assert heading.startswith("## ") and heading.endswith("?"), heading
         assert "?" not in text, text  # no question text glued into the answer
