@@ -200,6 +200,16 @@ def question_names(question: str) -> list[str]:
     return list(dict.fromkeys(n.lower() for n in found))
 
 
+_FRAME = re.compile(r"\bhow (long|often|soon|quickly|far|many|much)\b", re.I)
+
+
+def without_frame(question: str) -> str:
+    """The question without its answer-type frame ("how long", "how many"): those words say
+    what kind of answer is wanted, in any words ("valid for one hour"), not what it is
+    about, so they are never missing from the evidence."""
+    return _FRAME.sub(" ", question)
+
+
 def answer_type(question: str) -> str:
     """What kind of fact the question asks for: number, duration, date, or "" (any)."""
     return next((kind for kind, cue in _ANSWER_TYPES if cue.search(question)), "")

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
+from footnote.graph.grader import without_frame
 from footnote.graph.offline import extractive_answer
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.entities import KIND_WEIGHT, entity_key, key_hash
@@ -70,7 +71,7 @@ def residual_question(question: str, evidence: Sequence[Document]) -> str:
     if clause:
         return clause
     present = _present(evidence)
-    missing = [w for w in re.findall(r"[\w'’-]+", question)
+    missing = [w for w in re.findall(r"[\w'’-]+", without_frame(question))
                if (stems := keyword_tokens(w)) and not set(stems) <= present]  # fmt: skip
     return " ".join(missing)
 
@@ -103,7 +104,7 @@ def _present(evidence: Sequence[Document]) -> set[str]:
 
 
 def _open_share(clause: str, present: set[str]) -> float:
-    stems = set(keyword_tokens(clause))
+    stems = set(keyword_tokens(without_frame(clause)))
     return len(stems - present) / len(stems) if stems else 0.0
 
 

@@ -62,6 +62,27 @@ def test_single_hop_answers_are_unchanged(handbook_index: Path) -> None:
     assert not any(step.startswith("plan_hop") for step in leave["footnote_route"])
 
 
+def test_the_question_s_frame_is_never_left_open(handbook_index: Path) -> None:
+    """A question's frame ("how long") asks for a duration, which the evidence gives in its
+    own words ("valid for one hour"): it is not a word the evidence lacks. Counted as one, it
+    sent this question on a hop through "API keys" that quoted the keys' rotation as the
+    token's lifetime."""
+    credentials = [
+        Document(
+            page_content="Service accounts do not use API keys. They use short-lived STS "
+            "tokens instead: a workload exchanges its signed identity for a token that is "
+            "valid for one hour.",
+            metadata={"title": "Service accounts", "section": "Credentials"},
+        )
+    ]
+    question = "How long is a service account token valid?"
+    assert residual_question(question, credentials) == ""
+    out = ask(question, handbook_index)
+    assert set(cited(out)) == {"sts.md"} and out["footnote_hops"] == []
+    assert "one hour" in out["messages"][-1].content
+    assert "rotate a key" not in out["messages"][-1].content
+
+
 def test_hops_are_deterministic(handbook_index: Path) -> None:
     runs = [ask(TWO_HOP, handbook_index, user_groups=["engineering"]) for _ in range(2)]
     first, second = ((r["messages"][-1].content, r["citations"], r["footnote_hops"])
