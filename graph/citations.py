@@ -87,6 +87,41 @@ def _outside_code(text: str, change: Callable[[str], str]) -> str:
     return "\n".join(out)
 
 
+def renumbered(text: str, number: Callable[[int], int]) -> str:
+    """`text` with each citation `[n]` outside code blocks written `[number(n)]`."""
+
+    def swap(prose: str) -> str:
+        return CITATION_RUN.sub(
+            lambda run: "".join(f"[{number(n)}]" for n in citation_numbers(run.group(0))), prose
+        )
+
+    return _outside_code(text, swap)
+
+
+def in_order_of_use(
+    answer: str, documents: Sequence[Document]
+) -> tuple[str, list[Document], list[int]]:
+    """The answer's sources numbered 1, 2, 3 in the order the answer first cites them, then
+    those it does not cite: a reader sees [1] [2] [3], never [1] [3] because a source it was
+    given went unquoted. Returns the answer, the documents in their new order, and each old
+    number's new one (`new[old - 1]`); a number that names no source is left as it is."""
+    first_use: list[int] = []
+
+    def collect(prose: str) -> str:
+        for run in CITATION_RUN.finditer(prose):
+            first_use.extend(n for n in citation_numbers(run.group(0))
+                             if 1 <= n <= len(documents) and n not in first_use)  # fmt: skip
+        return prose
+
+    _outside_code(answer, collect)
+    order = first_use + [n for n in range(1, len(documents) + 1) if n not in first_use]
+    new = [0] * len(documents)
+    for position, old in enumerate(order, 1):
+        new[old - 1] = position
+    text = renumbered(answer, lambda n: new[n - 1] if 1 <= n <= len(documents) else n)
+    return text, [documents[old - 1] for old in order], new
+
+
 def verify(answer: str, documents: Sequence[Document]) -> tuple[str, list[int], list[int]]:
     """Remove citations that name no given source (fenced code is quoted, not checked).
 

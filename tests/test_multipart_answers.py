@@ -152,3 +152,14 @@ def test_each_part_is_researched_as_the_same_question_asked_alone(handbook_index
                 alone["findings"][0]
             ), part
             assert covered[part["question"]] == bool(alone["citations"]), part
+
+
+def test_sources_are_numbered_without_gaps(handbook_index: Path) -> None:
+    """Two sources kept, the first not quoted: the answer cited [1] and [3] before, with no
+    [2] anywhere a reader could find it."""
+    out = ask(handbook_index, "How do I get a new service identity for my backend?")
+    numbers = [c["n"] for c in out["citations"]]
+    assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
+    marks = {int(n) for n in re.findall(r"\[(\d+)\]", str(out["messages"][-1].content))}
+    assert marks == set(numbers)
+

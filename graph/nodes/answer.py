@@ -4,7 +4,6 @@ extracted offline), numbered sources, and the citations checked against them.
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Collection, Sequence
 from typing import Any
@@ -15,7 +14,13 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage
 from langgraph.runtime import Runtime
 
 from footnote.graph import grounding, hops, offline, prompts
-from footnote.graph.citations import citation_entries, format_sources, verify
+from footnote.graph.citations import (
+    citation_entries,
+    format_sources,
+    in_order_of_use,
+    renumbered,
+    verify,
+)
 from footnote.graph.context import Context
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import text_of, trace_metadata
@@ -63,13 +68,9 @@ def _shortened(claim: str, limit: int = 80) -> str:
 
 
 def _renumber(text: str, numbers: Sequence[int]) -> str:
-    """A part's answer cites its own sources from 1; the turn numbers them across parts."""
-
-    def swap(match: re.Match[str]) -> str:
-        n = int(match.group(1))
-        return f"[{numbers[n - 1]}]" if 1 <= n <= len(numbers) else match.group(0)
-
-    return re.sub(r"\[(\d+)\]", swap, text)
+    """A part's answer cites its own sources from 1; the turn numbers them across parts.
+    Brackets in quoted code (`argv[1]`) are code, not citations, and stay as they are."""
+    return renumbered(text, lambda n: numbers[n - 1] if 1 <= n <= len(numbers) else n)
 
 
 class AnswerNodes(ModelNodes):
@@ -134,6 +135,9 @@ class AnswerNodes(ModelNodes):
                     else prompts.NOT_COVERED_PART.format(question=part["question"])
                 )  # fmt: skip
         answer = "\n\n".join(paragraphs) or prompts.NOT_COVERED
+        answer, documents, in_order = in_order_of_use(answer, documents)
+        removed = [_renumbered(c, in_order) for c in removed]
+        recited = [_renumbered(c, in_order, ("was", "now")) for c in recited]
         runtime.stream_writer({"event": "answer", "text": answer})
         notices = []
         if invalid:
