@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from footnote.store.text import STOPWORDS, stem_words
 from footnote.tools.documents import Candidate
 
-_CLAUSE = re.compile(r"[^\w\s'-]+|\s-\s")
-"""What ends a compound: punctuation ("Credentials > Rotation", "keys, tokens")."""
+_CLAUSE = re.compile(r"[^\w\s'-]+|\s-\s|\n")
+"""What ends a compound: punctuation ("Credentials > Rotation", "keys, tokens") and a line
+break (a title and its section path are two headings, not one phrase)."""
 _WORD = re.compile(r"[A-Za-z][A-Za-z'-]*")
 _FRAME = frozenset({"many", "much", "long", "often", "soon", "far", "quickly", "get", "need"})
 """A question's frame, not its topic: "how many weeks" names no kind of week."""
@@ -48,7 +49,7 @@ def compounds(text: str) -> set[tuple[str, str]]:
 
 def _adjacent(words: list[str]) -> set[tuple[str, str]]:
     stems = stem_words([w.replace("'", "") for w in words])
-    return set(zip(stems, stems[1:], strict=False))
+    return {(a, b) for a, b in zip(stems, stems[1:], strict=False) if a != b}
 
 
 def _stems(text: str) -> set[str]:

@@ -68,6 +68,20 @@ def test_compounds_are_adjacent_content_words_within_a_clause() -> None:
     # a stopword, a number, punctuation or the question's frame breaks a pair
     assert compounds("How many weeks of leave, in 27 days?") == set()
     assert compounds("Holidays and time off > Annual leave") == {("annual", "leav")}
+    # a title and its section path are two headings: no compound across the line break
+    assert compounds("Payroll\nPayroll > Corrections") == set()
+
+
+def test_a_title_and_its_section_never_make_a_compound() -> None:
+    """The title "Payroll" and the section "Payroll > Corrections", read as one phrase, made
+    the compound "payroll payroll", another kind of payroll than "sign payroll", and vetoed
+    the one section that answers."""
+    corrections = chunk(
+        "Payroll",
+        "Payroll > Corrections",
+        "Payroll corrections above 500 EUR need a second signature from the head of people.",
+    )
+    assert not names_another_kind("Who has to sign payroll corrections?", corrections)
 
 
 @pytest.mark.parametrize("offline_grader", OFFLINE_GRADERS)
