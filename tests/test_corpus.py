@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -348,8 +350,7 @@ def test_sync_watch_picks_up_a_change(locate: Locate, tmp_path: Path, run_cli: R
         assert proc.stderr.readline() == (
             f"footnote: watching 1 source(s) for changes ({docs}); Ctrl-C stops\n"
         )
-        time.sleep(1.0)  # the watcher is set up after the first sync
-        write(docs, "b.md", "# B\n\nA second tapir.\n")
+        _write_until_seen(proc, lambda: write(docs, "b.md", "# B\n\nA second tapir.\n"))
         second = _read_json(proc)
         assert second["files"]["added"] == ["b.md"], second
     finally:
@@ -360,6 +361,21 @@ def test_sync_watch_picks_up_a_change(locate: Locate, tmp_path: Path, run_cli: R
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
     assert found(index, "tapir") == {"a.md", "b.md"}
+
+
+def _write_until_seen(
+    proc: subprocess.Popen[str], change: Callable[[], None], timeout: float = 60
+) -> None:
+    """Make the change, again each half second, until the watcher starts printing a summary:
+    it announces the watch just before the operating system's watch is in place, so the
+    first change may come too early to be seen."""
+    assert proc.stdout is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        change()
+        if select.select([proc.stdout], [], [], 0.5)[0]:
+            return
+        assert time.monotonic() < deadline, "the watcher never saw the change"
 
 
 def _read_json(proc: subprocess.Popen[str], timeout: float = 120) -> dict[str, Any]:
