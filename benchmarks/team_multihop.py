@@ -1,13 +1,17 @@
 """Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
 
-    python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core] [--json]
+    python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
+        [--set all|original|written_after] [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
 team, channel, system or environment named inside the text, not by a title. Each is asked
 as `footnote ask` asks it (the exported answer graph, offline, the question's groups), and
 counts when the answer's citations include both gold documents. The handbook is
 samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data (their gold
-are passage ids), indexed under --work so the data stays untouched.
+are passage ids), indexed under --work so the data stays untouched. Each question belongs to
+a set: "original" (written while building graph/hops.py, not held out) or "written_after"
+(written once the method was fixed, split into a fitting and a reporting half before any run);
+the report gives the share per set and half.
 """
 
 from __future__ import annotations
@@ -40,6 +44,13 @@ def index_for(corpus: str, work: Path) -> tuple[Path, dict[str, str]]:
     return Path(prepared.index_dir), prepared.source_to_id
 
 
+def set_of(question: dict[str, Any]) -> str:
+    """The set a question belongs to: "original", or its set and half ("written_after/fit")."""
+    if "set" not in question:
+        return "original"
+    return f"{question['set']}/{question['half']}" if "half" in question else question["set"]
+
+
 def answer(index: Path, question: str, groups: list[str]) -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
@@ -54,11 +65,15 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
     parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
+    parser.add_argument("--set", default="all", choices=("all", "original", "written_after"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     wanted = args.corpora.split(",")
-    questions = [q for q in json.loads(QUESTIONS.read_text())["questions"]
-                 if q["corpus"] in wanted]  # fmt: skip
+    questions = [
+        q
+        for q in json.loads(QUESTIONS.read_text())["questions"]
+        if q["corpus"] in wanted and args.set in ("all", set_of(q).split("/")[0])
+    ]
     args.work.mkdir(parents=True, exist_ok=True)
     indexes = {c: index_for(c, args.work) for c in dict.fromkeys(q["corpus"] for q in questions)}
     rows = []
@@ -70,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(
             {
                 "corpus": q["corpus"],
+                "set": set_of(q),
                 "question": q["question"],
                 "both": set(q["gold"]) <= set(cited),
                 "cited": list(dict.fromkeys(cited)),
@@ -87,14 +103,21 @@ def main(argv: list[str] | None = None) -> int:
         "both_cited": sum(r["both"] for r in rows) / max(1, len(rows)),
         "questions": len(rows),
         "by_corpus": by_corpus,
+        "by_set": {
+            s: {"both_cited": sum(r["both"] for r in group) / len(group), "questions": len(group)}
+            for s in dict.fromkeys(r["set"] for r in rows)
+            if (group := [r for r in rows if r["set"] == s])
+        },
         "rows": rows,
     }
     if args.json:
         print(json.dumps(report, indent=1, ensure_ascii=False))
         return 0
     for r in rows:
-        print(f"{'both' if r['both'] else 'ONE ':5} {r['corpus']:10} {r['question'][:70]}")
+        print(f"{'both' if r['both'] else 'ONE ':5} {r['set']:20} {r['question'][:70]}")
     print(f"both documents cited: {report['both_cited']:.2f} of {len(rows)}; {by_corpus}")
+    for name, figures in report["by_set"].items():
+        print(f"  {name}: {figures['both_cited']:.2f} of {figures['questions']}")
     return 0
 
 
