@@ -11,6 +11,10 @@ fast a page is acknowledged). Without a model, a hop is planned from two things:
 - the **bridges**: entities the graph links to documents the first evidence lacks, as the
   caller may see them: a document title the first evidence names (a link: "directed by
   Theresa Connelly"), or one the question names ("on-call") that no kept chunk comes from.
+  A title the evidence names is not followed for a whole open clause that stands on its
+  own ("...: what has to succeed before a production rollout?"): that clause is searched
+  in its own words, where a title the evidence happens to name would lead astray; it is
+  for a clause that refers back ("how fast must they answer one?") or words left open.
 
 Nothing left open, or neither a bridge nor an open clause: no hop, and the part's answer is
 what it was. Otherwise one more search, through the graph stage, for the bridges' names and
@@ -33,8 +37,10 @@ from typing import Any
 import numpy as np
 from langchain_core.documents import Document
 
+from footnote.graph.clauses import OPEN_SHARE, open_share, question_clauses
 from footnote.graph.grader import without_frame
 from footnote.graph.offline import extractive_answer
+from footnote.graph.planner import is_bridge
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.entities import KIND_WEIGHT, entity_key, key_hash
 from footnote.store.text import keyword_tokens
@@ -45,13 +51,9 @@ MAX_BRIDGES = 2
 """Bridge entities a hop searches for (the strongest first)."""
 MAX_BRIDGE_CHUNKS = 200
 """An entity in more visible chunks than this is a topic, not a bridge."""
-OPEN_SHARE = 0.5
-"""A clause is left open when at least this share of its keywords is absent from the
-evidence."""
 BRIDGE_KINDS = ("title", "link")
 """Entities that name a document: the strongest signal on wiki-like and team corpora alike
 (store/entities.py); names and phrases shared by documents are too often a topic."""
-_CLAUSE = re.compile(r"(?<=[:;?])\s+|,\s+(?=(?:how|what|when|where|who|which|why)\b)", re.I)
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,8 @@ def open_clause(question: str, evidence: Sequence[Document]) -> str:
     """The clauses the evidence mostly lacks, when it answers another clause of the question
     ("... gets paged: how quickly must the on-call engineer acknowledge?"); else ""."""
     present = _present(evidence)
-    clauses = [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
-    open_clauses = [c for c in clauses if _open_share(c, present) >= OPEN_SHARE]
+    clauses = question_clauses(question)
+    open_clauses = [c for c in clauses if open_share(c, present) >= OPEN_SHARE]
     if open_clauses and len(open_clauses) < len(clauses):
         return " ".join(open_clauses)
     return ""
@@ -101,11 +103,6 @@ def best_document(evidence: Sequence[Document]) -> list[Document]:
 
 def _present(evidence: Sequence[Document]) -> set[str]:
     return set(keyword_tokens(" ".join(_text(d) for d in evidence)))
-
-
-def _open_share(clause: str, present: set[str]) -> float:
-    stems = set(keyword_tokens(without_frame(clause)))
-    return len(stems - present) / len(stems) if stems else 0.0
 
 
 def _text(document: Document) -> str:
@@ -169,7 +166,13 @@ def bridges(
     excluded = set(own.tolist())
     named = graph.lookup(list(asked)) if asked else np.zeros(0, dtype=np.int64)
     excluded_by_question = set(named.tolist())
-    for row in kept_rows:  # what the first evidence names, the question does not
+    # A whole clause left open that stands on its own ("...: what has to succeed before a
+    # production rollout?") is searched in its own words: a title the evidence merely names
+    # ("read the security policy") would steer it away. The evidence's links are for a clause
+    # that refers back to it ("how fast must they answer one?") or words left open.
+    clause = open_clause(question, best_document(evidence))
+    stands_alone = bool(clause) and not is_bridge(clause)
+    for row in [] if stands_alone else kept_rows:  # named by the evidence, not the question
         for entity in graph.chunk_entities(row).tolist():
             if entity in excluded or entity in excluded_by_question:
                 continue
@@ -182,7 +185,6 @@ def bridges(
         if leads_elsewhere(entity):
             scored[entity] = max(scored.get(entity, 0.0), weight * idf[entity])
     if not scored:
-        clause = open_clause(question, best_document(evidence))
         hashes = [h for h, _ in question_entity_hashes(clause)] if clause else []
         for entity in (graph.lookup(hashes) if hashes else own[:0]).tolist():
             if entity >= 0 and entity not in excluded and leads_elsewhere(entity):

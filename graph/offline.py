@@ -19,8 +19,9 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
+from footnote.graph.clauses import OPEN_SHARE, open_share, question_clauses
 from footnote.graph.code_quotes import code_language, quote_code, quoted_window
-from footnote.graph.grader import answer_type, has_answer_type
+from footnote.graph.grader import answer_type, has_answer_type, without_frame
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
@@ -95,6 +96,8 @@ def extractive_answer(
     (`other_source_floor` of the best score) to be added. They are printed in source order,
     as the documents say them. A sentence in `said` (quoted under an earlier part of the
     same answer) is not quoted again: the answer reads as a whole, each part adding its own.
+    A clause of the question the chosen sentences leave open gets a sentence of its own
+    (`_for_open_clauses`).
     """
     candidates: list[tuple[int, int, str]] = []
     windows: dict[int, list[int]] = {}
@@ -141,6 +144,7 @@ def extractive_answer(
         >= best_score
         * (same_source_floor if candidates[i][0] == candidates[best][0] else other_source_floor)
     ][:max_sentences]
+    chosen += _for_open_clauses(question, chosen, candidates, documents, vectors, embeddings)
     chosen += _continuations(chosen, candidates)
     chosen.sort(key=lambda i: (candidates[i][0], candidates[i][1]))
     paragraphs: list[str] = []
@@ -164,6 +168,50 @@ def quoted_sentences(answer: str) -> set[str]:
 def _under_heading(document: Document, sentence: str) -> str:
     section = str(document.metadata.get("section") or "").strip()
     return f"{section}: {sentence}" if section else sentence
+
+
+def _for_open_clauses(
+    question: str,
+    chosen: list[int],
+    candidates: list[tuple[int, int, str]],
+    documents: Sequence[Document],
+    vectors: np.ndarray,
+    embeddings: IndexEmbeddings,
+) -> list[int]:
+    """Sentence-level bridging, without a model: for each clause of the question that the
+    chosen sentences leave open (clauses.py), the sentence that best answers that clause
+    alone, among those carrying one of its missing words. "My on-call week earned me an extra
+    day off: where do I book it, and how far ahead?" matches the day-off sentence as a whole;
+    its second clause is answered by "Book time off in the HR portal at least two weeks
+    ahead", in the other kept document. Only kept (graded) chunks are read, so a clause
+    nothing kept answers stays unanswered."""
+    clauses = question_clauses(question)
+    if len(clauses) < 2:
+        return []
+    words = [
+        set(keyword_tokens(_under_heading(documents[n - 1], text))) for n, _, text in candidates
+    ]
+    quoted = set().union(*(words[i] for i in chosen))
+    extra: list[int] = []
+    for clause in clauses:
+        if open_share(clause, quoted) < OPEN_SHARE:
+            continue
+        stems = set(keyword_tokens(without_frame(clause)))
+        missing = stems - quoted
+        usable = [i for i in range(len(candidates))
+                  if i not in chosen and i not in extra and words[i] & missing]  # fmt: skip
+        if not usable:
+            continue
+        similarity = vectors[usable] @ embeddings.embed_array([clause])[0]
+        scores = [
+            0.8 * float(sim) + 0.2 * len(words[i] & stems) / len(stems)
+            + ANSWER_CUE_WEIGHT * answers_the_kind(clause, candidates[i][2])
+            for i, sim in zip(usable, similarity, strict=True)
+        ]  # fmt: skip
+        best = usable[int(np.argmax(scores))]
+        extra.append(best)
+        quoted |= words[best]
+    return extra
 
 
 def _continuations(chosen: list[int], candidates: list[tuple[int, int, str]]) -> list[int]:

@@ -7,7 +7,8 @@
   in one message, two questions joined by "and"/"also" where the second starts with a
   question word (or by ", and" before a statement and its question), a bulleted or numbered
   list, a comparison of two named things. It is conservative: "How do I create and rotate a
-  key?" and "What is the difference between arguments and parameters?" are one question.
+  key?" and "What is the difference between arguments and parameters?" are one question,
+  and so is "Where do I book it, and how far ahead?": an ellipsis is not a part of its own.
 
 With a chat model the model plans instead (nodes/turn.py); these rules are its fallback.
 """
@@ -259,8 +260,22 @@ def bridge_question(earlier: str, part: str) -> str:
 
 
 def _is_part(text: str) -> bool:
-    """A part worth searching on its own: it names something ("What about sid?")."""
-    return len(keyword_tokens(text)) >= 1
+    """A part worth searching on its own: it names something ("What about sid?"), and is not
+    an ellipsis of the question before it ("where do I book it, and how far ahead?")."""
+    return len(keyword_tokens(text)) >= 1 and not is_ellipsis(text)
+
+
+_ELLIPSIS_FRAME = re.compile(
+    rf"^\s*(?:how (?:long|often|soon|quickly|far|many|much)|{_QUESTION_WORD})\b", re.I
+)
+
+
+def is_ellipsis(part: str) -> bool:
+    """A question word with at most one more word ("And when?", "how far ahead?", "how many
+    days?"): it asks about what the question before it named, and means nothing alone."""
+    text = re.sub(r"^\s*(?:and|or|also|but|plus)\b", "", part.strip(), flags=re.I)
+    frame = _ELLIPSIS_FRAME.match(text)
+    return frame is not None and len(re.findall(r"[\w'’-]+", text[frame.end() :])) <= 1
 
 
 _FOLLOW_UP = re.compile(

@@ -223,3 +223,17 @@ def test_with_a_model_plan_hop_is_shown_the_graphs_neighbours(handbook_index: Pa
     )
     hop_prompts = [prompt_text(call) for call in everyone.calls if role_of(call) == "hop"]
     assert hop_prompts and "entity graph" not in hop_prompts[0], "oncall.md is engineering's"
+
+
+def test_an_open_clause_is_searched_in_its_own_words(handbook_index: Path) -> None:
+    """The onboarding sentence names the security policy, but the open clause asks about a
+    production rollout: the hop searches for the clause, not the title, and finds the deploy
+    script."""
+    question = (
+        "In my first week I ship a change to production with my buddy: what has to succeed "
+        "before a production rollout?"
+    )
+    out = ask(question, handbook_index)
+    assert {"onboarding.md", "deploy.py"} <= set(cited(out)), out["messages"][-1].content
+    assert [hop["entities"] for hop in out["footnote_hops"]] == [[]]
+    assert "deploy.py" in out["footnote_hops"][0]["sources"]
