@@ -1,5 +1,6 @@
-"""Fit the judge grader's threshold on the fitting halves, and report it on the reporting
-halves beside the linear blend (question level: is the question answered at all).
+"""Fit the judge grader's threshold, and the judge as a veto on the default, on the fitting
+halves, and report them on the reporting halves beside the linear blend and the default
+(question level: is the question answered at all).
 
     nice -n 10 .venv/bin/python benchmarks/fit_judge.py [--json] [--rows CACHE.json]
 
@@ -12,7 +13,11 @@ grader answers when its best candidate's grade reaches the operating point (0.5)
 
 The judge's threshold (graph/grader.py JUDGE_THRESHOLD) is the logit that maximises balanced
 accuracy (the mean of "answerable answered" and "unanswerable refused") over all fitting-half
-questions pooled; figures are then given for each corpus's reporting half only. The judge
+questions pooled. The veto's cut (a candidate passes only when the default's calibrated
+grade passes and the judge's logit reaches the cut) is the one with the best mean balanced
+accuracy over the fitting halves' corpora, kept only if it beats the default without it.
+Figures are then given for each corpus's reporting half only, and for the handbook's
+written-after set (all of it reporting). The judge
 never saw these corpora's questions (training/judge/README.md); debfaq's passages include the
 Debian reference, whose sections it was trained on with their headings as queries.
 """
@@ -21,8 +26,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +46,7 @@ from footnote.evaluation.answers import (  # noqa: E402
 )
 from footnote.evaluation.halves import half_of  # noqa: E402
 from footnote.evaluation.retrieval import prepare_index  # noqa: E402
+from footnote.graph.grader import may_pass, offline_grades, reads_token_recall  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.judge import load_judge  # noqa: E402
 from footnote.store.types import Caller  # noqa: E402
@@ -48,6 +56,7 @@ from footnote.tools.documents import (  # noqa: E402
     embedding_text_of,
     relevance,
     retrieve_candidates,
+    with_token_recall,
 )
 from footnote.tools.search import SearchRequest  # noqa: E402
 
@@ -55,10 +64,17 @@ HANDBOOK = REPO / "samples" / "handbook"
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 DATASETS = (REPO / "benchmarks" / "data" / "pyfaq-core", REPO / "benchmarks" / "data" / "debfaq")
 RETRIEVE_K = 8
+WRITTEN_AFTER = "handbook-written-after"
 
 
-def row(corpus: str, qid: str, question: str, answerable: bool, found: list[Candidate]) -> dict:
+def row(
+    corpus: str, qid: str, question: str, answerable: bool, found: list[Candidate], index: Path
+) -> dict[str, Any]:
     logits = load_judge().score(question, [embedding_text_of(c["document"]) for c in found])
+    if found and reads_token_recall("calibrated", question):
+        measure = may_pass(found, question, OPERATING_GRADE)
+        found = with_token_recall(found, question, str(index), measure=measure)
+    calibrated = offline_grades(found, "calibrated", question)
     return {
         "corpus": corpus,
         "qid": qid,
@@ -66,23 +82,34 @@ def row(corpus: str, qid: str, question: str, answerable: bool, found: list[Cand
         "answerable": answerable,
         "judge": float(np.max(logits)) if len(found) else float("-inf"),
         "linear": max((relevance(c) for c in found), default=0.0),
+        # per candidate: the default grade (veto included) and the judge's logit
+        "calibrated_grades": [float(g) for g in calibrated],
+        "judge_logits": [float(x) for x in logits],
     }
 
 
 def handbook_rows() -> list[dict[str, Any]]:
+    """The handbook set's rows, and its written-after set's (corpus "handbook-written-after",
+    all reporting: written once the methods were fixed, nothing is fitted on it)."""
     spec = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     near = spec["unanswerable"] + spec.get("held_out", {}).get("unanswerable", [])
-    asked = [(q, True) for q in spec["answerable"]] + [(q, False) for q in near]
+    later = spec["written_after"]
+    asked = [(q, True, "handbook") for q in spec["answerable"]]
+    asked += [(q, False, "handbook") for q in near]
+    asked += [(q, True, WRITTEN_AFTER) for q in later["answerable"]]
+    asked += [(q, False, WRITTEN_AFTER) for q in later["unanswerable"]]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index"
         ingest([HANDBOOK], index)
-        for q, answerable in asked:
+        for q, answerable, corpus in asked:
             caller = Caller.of_groups(q.get("groups", []), strict=q.get("strict_groups", False))
             request = SearchRequest(query=q["question"], index_dir=index, k=RETRIEVE_K,
                                     caller=caller)  # fmt: skip
             found = retrieve_candidates(request, question=q["question"])
-            rows.append(row("handbook", q["question"], q["question"], answerable, found))
+            rows.append(row(corpus, q["question"], q["question"], answerable, found, index))
+            if corpus == WRITTEN_AFTER:
+                rows[-1]["half"] = "report"
     return rows
 
 
@@ -97,7 +124,7 @@ def dataset_rows(dataset: Path) -> list[dict[str, Any]]:
         request = SearchRequest(query=question, index_dir=index, k=RETRIEVE_K,
                                 caller=Caller.operator())  # fmt: skip
         found = retrieve_candidates(request, question=question)
-        rows.append(row(dataset.name, qid, question, answerable, found))
+        rows.append(row(dataset.name, qid, question, answerable, found, Path(index)))
     return rows
 
 
@@ -122,6 +149,34 @@ def fit_threshold(rows: list[dict[str, Any]]) -> float:
     return round(max(cuts, key=lambda cut: (balanced(cut), -abs(cut))), 3)
 
 
+def calibrated_passes(row: dict[str, Any]) -> bool:
+    """The default's decision: some candidate's calibrated grade (veto included) passes."""
+    return max(row["calibrated_grades"], default=0.0) >= OPERATING_GRADE
+
+
+def vetoed_by_judge(cut: float) -> Callable[[dict[str, Any]], bool]:
+    """The default's decision with the judge as a veto: a candidate passes only when its
+    calibrated grade passes and its judge logit reaches `cut`."""
+    return lambda row: any(
+        grade >= OPERATING_GRADE and logit >= cut
+        for grade, logit in zip(row["calibrated_grades"], row["judge_logits"], strict=True)
+    )
+
+
+def fit_veto(rows: list[dict[str, Any]]) -> float:
+    """The veto's cut with the best mean balanced accuracy over the fitting halves' corpora
+    (ties: the lowest cut, the lightest veto); -inf when no cut beats no veto."""
+    corpora = sorted({r["corpus"] for r in rows})
+
+    def balanced(passes: Callable[[dict[str, Any]], bool]) -> float:
+        per = [rates([r for r in rows if r["corpus"] == c], passes) for c in corpora]
+        return float(np.mean([(p["answered"] + p["refused"]) / 2 for p in per]))
+
+    cuts = [round(x, 2) for x in np.arange(-6.0, 2.01, 0.25)]
+    best = max(cuts, key=lambda cut: (balanced(vetoed_by_judge(cut)), -cut))
+    return best if balanced(vetoed_by_judge(best)) > balanced(calibrated_passes) else -math.inf
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -134,20 +189,27 @@ def main() -> int:
         if args.rows:
             args.rows.write_text(json.dumps(rows), encoding="utf-8")
     threshold = fit_threshold([r for r in rows if r["half"] == "fit"])
-    report: dict[str, Any] = {"judge_threshold (fitted on the fitting halves)": threshold}
-    for corpus in ("handbook", *(d.name for d in DATASETS)):
+    veto = fit_veto([r for r in rows if r["half"] == "fit"])
+    report: dict[str, Any] = {
+        "judge_threshold (fitted on the fitting halves)": threshold,
+        "judge_veto_cut (fitted on the fitting halves; -inf: no cut helps)": veto,
+    }
+    for corpus in ("handbook", WRITTEN_AFTER, *(d.name for d in DATASETS)):
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]
         report[corpus] = {
             "linear": rates(mine, lambda r: r["linear"] >= OPERATING_GRADE),
+            "calibrated + veto (default)": rates(mine, calibrated_passes),
             "judge": rates(mine, lambda r, t=threshold: r["judge"] >= t),
         }
+        if math.isfinite(veto):
+            report[corpus]["calibrated + judge veto"] = rates(mine, vetoed_by_judge(veto))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"judge threshold, fitted on the fitting halves: {threshold}")
+    print(f"judge threshold, fitted on the fitting halves: {threshold}; judge veto cut: {veto}")
     print("| reporting half | grader | answerable answered | unanswerable refused |")
     print("|---|---|---:|---:|")
-    for corpus in ("handbook", *(d.name for d in DATASETS)):
+    for corpus in ("handbook", WRITTEN_AFTER, *(d.name for d in DATASETS)):
         for grader, r in report[corpus].items():
             print(f"| {corpus} ({r['answerable']} / {r['unanswerable']}) | {grader} "
                   f"| {r['answered']} | {r['refused']} |")  # fmt: skip
