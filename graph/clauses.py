@@ -24,8 +24,12 @@ def question_clauses(question: str) -> list[str]:
     return [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
 
 
+def clause_keywords(clause: str) -> set[str]:
+    """The clause's keyword stems, its frame ("how long") aside: any words answer that."""
+    return set(keyword_tokens(without_frame(clause)))
+
+
 def open_share(clause: str, present: set[str]) -> float:
-    """The share of the clause's keywords (its frame "how long" aside: any words answer it)
-    that are absent from `present` (keyword stems)."""
-    stems = set(keyword_tokens(without_frame(clause)))
+    """The share of the clause's keywords that are absent from `present` (keyword stems)."""
+    stems = clause_keywords(clause)
     return len(stems - present) / len(stems) if stems else 0.0

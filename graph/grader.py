@@ -30,7 +30,13 @@ from footnote.graph.kinds import vetoed
 # are named here as well, where the grading code and its benchmarks read them.
 from footnote.tools.documents import LINEAR_THRESHOLD as LINEAR_THRESHOLD
 from footnote.tools.documents import OPERATING_GRADE as OPERATING_GRADE
-from footnote.tools.documents import Candidate, recentred, relevance, sigmoid
+from footnote.tools.documents import (
+    Candidate,
+    recentred,
+    relevance,
+    sigmoid,
+    with_token_recall,
+)
 from footnote.tools.documents import linear_score as linear_score
 
 OfflineGrader = Literal["calibrated", "linear", "judge"]
@@ -200,14 +206,15 @@ def question_names(question: str) -> list[str]:
     return list(dict.fromkeys(n.lower() for n in found))
 
 
-_FRAME = re.compile(r"\bhow (long|often|soon|quickly|far|many|much)\b", re.I)
+ANSWER_FRAME = re.compile(r"\bhow (?:long|often|soon|quickly|far|many|much)\b", re.I)
+"""A question's answer-type frame ("how long", "how many")."""
 
 
 def without_frame(question: str) -> str:
     """The question without its answer-type frame ("how long", "how many"): those words say
     what kind of answer is wanted, in any words ("valid for one hour"), not what it is
     about, so they are never missing from the evidence."""
-    return _FRAME.sub(" ", question)
+    return ANSWER_FRAME.sub(" ", question)
 
 
 def answer_type(question: str) -> str:
@@ -428,6 +435,28 @@ def judge_grades(candidates: Sequence[Candidate], question: str) -> list[float]:
         return []
     logits = load_judge().score(question, [embedding_text_of(c["document"]) for c in candidates])
     return [sigmoid(float(logit) - JUDGE_THRESHOLD) for logit in logits]
+
+
+def measured_offline_grades(
+    candidates: Sequence[Candidate],
+    grader: OfflineGrader,
+    question: str,
+    index_dir: str,
+    embeddings: str = "",
+    threshold: float = OPERATING_GRADE,
+) -> list[float]:
+    """`offline_grades` with token recall measured first where the grader reads it, as the
+    answer graph grades (nodes/grading.py): the forward pass per chunk is made only for the
+    chunks that could pass with perfect recall."""
+    if candidates and reads_token_recall(grader, question):
+        candidates = with_token_recall(
+            list(candidates),
+            question,
+            index_dir,
+            embeddings,
+            measure=may_pass(candidates, question, threshold),
+        )
+    return offline_grades(candidates, grader, question, threshold)
 
 
 def may_pass(candidates: Sequence[Candidate], question: str, threshold: float) -> list[bool]:

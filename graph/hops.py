@@ -124,20 +124,27 @@ def plan_hop(
     residual = residual_question(question, best)
     if not keyword_tokens(residual):
         return None
-    entities = bridges(retriever, graph, caller, question, evidence)
-    if not entities and not open_clause(question, best):
+    clause = open_clause(question, best)
+    entities = bridges(retriever, graph, caller, question, evidence, clause)
+    if not entities and not clause:
         return None
     return HopPlan(query=f"{' '.join(entities)} {residual}".strip(), entities=entities,
                    residual=residual)  # fmt: skip
 
 
 def bridges(
-    retriever: Any, graph: Any, caller: Caller, question: str, evidence: Sequence[Document]
+    retriever: Any,
+    graph: Any,
+    caller: Caller,
+    question: str,
+    evidence: Sequence[Document],
+    clause: str,
 ) -> list[str]:
     """Names of the entities (document titles) that lead from the evidence, or from the
     question, to visible chunks of documents the evidence does not come from; the rarest
     and strongest first, at most MAX_BRIDGES. Without such a title: the names, codes and
-    phrases of the clause the evidence leaves open that lead there ("customer data")."""
+    phrases of the clause the evidence leaves open (`clause`, from `open_clause`) that lead
+    there ("customer data")."""
     # a reader's selection as a mask over the graph's rows (PostgreSQL's is a SQL condition)
     mask = graph.row_mask(retriever.mask(caller))
     df, _, idf = graph.visible_weights(mask, 1.0, HUB_SHARE, HUB_MIN)
@@ -170,7 +177,6 @@ def bridges(
     # production rollout?") is searched in its own words: a title the evidence merely names
     # ("read the security policy") would steer it away. The evidence's links are for a clause
     # that refers back to it ("how fast must they answer one?") or words left open.
-    clause = open_clause(question, best_document(evidence))
     stands_alone = bool(clause) and not is_bridge(clause)
     for row in [] if stands_alone else kept_rows:  # named by the evidence, not the question
         for entity in graph.chunk_entities(row).tolist():

@@ -19,9 +19,9 @@ import numpy as np
 from langchain_core.documents import Document
 
 from footnote.graph.citations import strip_citation_marks
-from footnote.graph.clauses import OPEN_SHARE, open_share, question_clauses
+from footnote.graph.clauses import OPEN_SHARE, clause_keywords, open_share, question_clauses
 from footnote.graph.code_quotes import code_language, quote_code, quoted_window
-from footnote.graph.grader import answer_type, has_answer_type, without_frame
+from footnote.graph.grader import answer_type, has_answer_type
 from footnote.models.embeddings import IndexEmbeddings
 from footnote.store.text import keyword_tokens, split_sentences
 from footnote.tools.documents import Candidate
@@ -196,7 +196,7 @@ def _for_open_clauses(
     for clause in clauses:
         if open_share(clause, quoted) < OPEN_SHARE:
             continue
-        stems = set(keyword_tokens(without_frame(clause)))
+        stems = clause_keywords(clause)
         missing = stems - quoted
         usable = [i for i in range(len(candidates))
                   if i not in chosen and i not in extra and words[i] & missing]  # fmt: skip

@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from footnote.graph.grader import ANSWER_FRAME
 from footnote.store.text import keyword_tokens
 
 _QUESTION_WORD = (
@@ -265,9 +266,7 @@ def _is_part(text: str) -> bool:
     return len(keyword_tokens(text)) >= 1 and not is_ellipsis(text)
 
 
-_ELLIPSIS_FRAME = re.compile(
-    rf"^\s*(?:how (?:long|often|soon|quickly|far|many|much)|{_QUESTION_WORD})\b", re.I
-)
+_ELLIPSIS_FRAME = re.compile(rf"^\s*(?:{ANSWER_FRAME.pattern}|{_QUESTION_WORD}\b)", re.I)
 
 
 def is_ellipsis(part: str) -> bool:

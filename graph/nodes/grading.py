@@ -12,7 +12,7 @@ from langgraph.runtime import Runtime
 from footnote.graph import prompts
 from footnote.graph.citations import format_sources
 from footnote.graph.context import Context
-from footnote.graph.grader import may_pass, offline_grades, reads_token_recall
+from footnote.graph.grader import measured_offline_grades
 from footnote.graph.model_calls import is_timeout
 from footnote.graph.nodes.base import ModelNodes
 from footnote.graph.nodes.messages import internal_call, trace_metadata
@@ -24,7 +24,7 @@ from footnote.graph.state import (
     PartState,
     Round,
 )
-from footnote.tools.documents import Candidate, with_token_recall
+from footnote.tools.documents import Candidate
 
 
 def _round_trace(
@@ -164,12 +164,11 @@ class GradingNodes(ModelNodes):
     ) -> list[float]:
         """The offline grader's grades, made only when they are used: a model's grades need
         none, and the calibrated grader's token recall costs a forward pass per chunk."""
-        if reads_token_recall(context.offline_grader, question):
-            candidates = with_token_recall(
-                list(candidates),
-                question,
-                context.index_dir,
-                context.embeddings,
-                measure=may_pass(candidates, question, context.grade_threshold),
-            )
-        return offline_grades(candidates, context.offline_grader, question, context.grade_threshold)
+        return measured_offline_grades(
+            candidates,
+            context.offline_grader,
+            question,
+            context.index_dir,
+            context.embeddings,
+            context.grade_threshold,
+        )
