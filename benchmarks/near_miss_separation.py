@@ -16,10 +16,11 @@ offline graders as the answer graph runs them (graph/grader.py `measured_offline
 calibrated default, the linear blend and the judge, each with the "another kind" veto): their
 best grade.
 
-Two question sets are reported apart: "main" (the answerable paraphrases, the near misses and
+Three question sets are reported apart: "main" (the answerable paraphrases, the near misses and
 the held-out near misses; the calibrated grader was fitted on the first two, so its figure
-there is a fitted one) and "written_after" (written after the veto and the default were fixed:
-nothing was fitted or chosen on it, for any scorer).
+there is a fitted one), "written_after" (written after the veto and the default were fixed:
+nothing was fitted or chosen on it, for any scorer) and "written_apart" (written by a separate
+writer who saw only the handbook; nothing is chosen on it).
 """
 
 from __future__ import annotations
@@ -110,8 +111,8 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
 
 def questions(which: str) -> list[tuple[dict[str, Any], bool]]:
     spec = json.loads(QUESTIONS.read_text(encoding="utf-8"))
-    if which == "written_after":
-        later = spec["written_after"]
+    if which in ("written_after", "written_apart"):
+        later = spec[which]
         return [(q, True) for q in later["answerable"]] + [
             (q, False) for q in later["unanswerable"]
         ]
@@ -164,10 +165,13 @@ def main() -> int:
         scorers["offline grader: judge + veto"] = grader("judge", index)
         result = measure(index, scorers)
         result_after = measure(index, scorers, "written_after")
+        result_apart = measure(index, scorers, "written_apart")
     if args.json:
-        print(json.dumps({**result, "written_after": result_after}, indent=2))
+        print(json.dumps({**result, "written_after": result_after,
+                          "written_apart": result_apart}, indent=2))  # fmt: skip
         return 0
-    for title, figures in (("main", result), ("written_after", result_after)):
+    sets = (("main", result), ("written_after", result_after), ("written_apart", result_apart))
+    for title, figures in sets:
         print(f"\n{title}\n")
         print("| scorer | paraphrases | near misses | best: paraphrases | near misses | AUC |")
         print("|---|---:|---:|---:|---:|---:|")

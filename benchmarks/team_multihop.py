@@ -1,7 +1,7 @@
 """Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
 
     python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
-        [--set all|original|written_after] [--json]
+        [--set all|original|written_after|written_apart] [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
 team, channel, system or environment named inside the text, not by a title. Each is asked
@@ -9,8 +9,9 @@ as `footnote ask` asks it (the exported answer graph, offline, the question's gr
 counts when the answer's citations include both gold documents. The handbook is
 samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data (their gold
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
-a set: "original" (written while building graph/hops.py, not held out) or "written_after"
-(written once the method was fixed, split into a fitting and a reporting half before any run);
+a set: "original" (written while building graph/hops.py, not held out), "written_after"
+(written once the method was fixed, split into a fitting and a reporting half before any run)
+or "written_apart" (written by a separate writer who saw only the handbook, all reporting);
 the report gives the share per set and half.
 """
 
@@ -65,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
     parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
-    parser.add_argument("--set", default="all", choices=("all", "original", "written_after"))
+    parser.add_argument("--set", default="all", choices=("all", "original", "written_after", "written_apart"))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     wanted = args.corpora.split(",")
