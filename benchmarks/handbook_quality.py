@@ -13,8 +13,8 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
   fitted ("Do we have parental leave?"), which no fit has seen;
 - the set written after the default grader and its "another kind" veto were fixed
   (`written_after`: new paraphrases and near misses), apart;
-- the set written apart (`written_apart`): by a separate writer who saw only the handbook,
-  after the method of a923738 was fixed, sealed until measured; nothing is chosen on it.
+- the sets written apart (`written_apart`, `written_apart_2`): each by a separate writer who saw
+  only the handbook, sealed until measured; nothing is chosen on them.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
         [--json] [--index DIR]
@@ -39,6 +39,8 @@ from footnote.ingest.pipeline import ingest  # noqa: E402
 
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 HANDBOOK = REPO / "samples" / "handbook"
+APART_SETS = ("written_apart", "written_apart_2")
+"""The sets written apart from the project, each reported on its own."""
 
 
 def ask(graph: Any, question: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
@@ -98,7 +100,7 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
     seconds = time.perf_counter() - started
     keyword_answerable, keyword_near = run_set(graph, questions.get("keywords", {}), context)
     after_answerable, after_near = run_set(graph, questions.get("written_after", {}), context)
-    apart_answerable, apart_near = run_set(graph, questions.get("written_apart", {}), context)
+    apart = {name: run_set(graph, questions.get(name, {}), context) for name in APART_SETS}
     held_out = [abstained(graph, q, context) for q in questions.get("held_out", {}).get(
         "unanswerable", [])]  # fmt: skip
     return {
@@ -114,7 +116,7 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
         "seconds_per_question": round(seconds / (len(answerable) + len(unanswerable)), 2),
         "keyword_queries": summary(keyword_answerable, keyword_near),
         "written_after": summary(after_answerable, after_near),
-        "written_apart": summary(apart_answerable, apart_near),
+        **{name: summary(*rows) for name, rows in apart.items()},
         "held_out_near_misses": len(held_out),
         "held_out_near_miss_not_covered": rate(held_out, "not_covered"),
         "misses": [r for r in answerable if not r["right"]]
@@ -124,8 +126,11 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
         "held_out_misses": [r for r in held_out if not r["not_covered"]],
         "written_after_misses": [r for r in after_answerable if not r["right"]]
         + [r for r in after_near if not r["not_covered"]],
-        "written_apart_misses": [r for r in apart_answerable if not r["right"]]
-        + [r for r in apart_near if not r["not_covered"]],
+        **{
+            f"{name}_misses": [r for r in answerable if not r["right"]]
+            + [r for r in near if not r["not_covered"]]
+            for name, (answerable, near) in apart.items()
+        },
     }
 
 
@@ -150,7 +155,6 @@ def summary(answerable: list[dict[str, Any]], near: list[dict[str, Any]]) -> dic
 
 def markdown(result: dict[str, Any]) -> str:
     keywords, after = result["keyword_queries"], result["written_after"]
-    apart = result["written_apart"]
     lines = [
         f"Handbook question set ({result['answerable']} paraphrased answerable, "
         f"{result['unanswerable']} near-miss unanswerable), model: {result['model']}, "
@@ -170,13 +174,17 @@ def markdown(result: dict[str, Any]) -> str:
         f"| written after the method: answered right | {after['answered_right']} |",
         f"| written after the method: near misses 'not covered' | "
         f"{after['near_miss_not_covered']} |",
-        f"| written apart: answered right | {apart['answered_right']} |",
-        f"| written apart: near misses 'not covered' | {apart['near_miss_not_covered']} |",
+        *(
+            f"| {name}: answered right / near misses 'not covered' | "
+            f"{result[name]['answered_right']} / {result[name]['near_miss_not_covered']} |"
+            for name in APART_SETS
+        ),
         "",
         "Misses:",
     ]
     misses = result["misses"] + result["keyword_misses"] + result["held_out_misses"]
-    for miss in misses + result["written_after_misses"] + result["written_apart_misses"]:
+    misses += result["written_after_misses"]
+    for miss in misses + [m for name in APART_SETS for m in result[f"{name}_misses"]]:
         lines.append(f"- {miss['question']} -> {miss['answer'][:160]!r} {miss['cited']}")
     return "\n".join(lines)
 

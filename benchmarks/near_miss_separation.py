@@ -19,8 +19,8 @@ best grade.
 Three question sets are reported apart: "main" (the answerable paraphrases, the near misses and
 the held-out near misses; the calibrated grader was fitted on the first two, so its figure
 there is a fitted one), "written_after" (written after the veto and the default were fixed:
-nothing was fitted or chosen on it, for any scorer) and "written_apart" (written by a separate
-writer who saw only the handbook; nothing is chosen on it).
+nothing was fitted or chosen on it, for any scorer) and "written_apart" and "written_apart_2"
+(each written by a separate writer who saw only the handbook; nothing is chosen on them).
 """
 
 from __future__ import annotations
@@ -53,6 +53,8 @@ from footnote.tools.search import SearchRequest  # noqa: E402
 HANDBOOK = REPO / "samples" / "handbook"
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 RETRIEVE_K = 8
+LATER_SETS = ("written_after", "written_apart", "written_apart_2")
+"""The question sets written after the method, each reported apart from "main"."""
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]
 """Texts and whether they are queries -> unit row vectors."""
@@ -111,7 +113,7 @@ def auc(positives: Sequence[float], negatives: Sequence[float]) -> float:
 
 def questions(which: str) -> list[tuple[dict[str, Any], bool]]:
     spec = json.loads(QUESTIONS.read_text(encoding="utf-8"))
-    if which in ("written_after", "written_apart"):
+    if which != "main":
         later = spec[which]
         return [(q, True) for q in later["answerable"]] + [
             (q, False) for q in later["unanswerable"]
@@ -164,14 +166,11 @@ def main() -> int:
         scorers["offline grader: linear + veto"] = grader("linear", index)
         scorers["offline grader: judge + veto"] = grader("judge", index)
         result = measure(index, scorers)
-        result_after = measure(index, scorers, "written_after")
-        result_apart = measure(index, scorers, "written_apart")
+        later = {name: measure(index, scorers, name) for name in LATER_SETS}
     if args.json:
-        print(json.dumps({**result, "written_after": result_after,
-                          "written_apart": result_apart}, indent=2))  # fmt: skip
+        print(json.dumps({**result, **later}, indent=2))
         return 0
-    sets = (("main", result), ("written_after", result_after), ("written_apart", result_apart))
-    for title, figures in sets:
+    for title, figures in (("main", result), *later.items()):
         print(f"\n{title}\n")
         print("| scorer | paraphrases | near misses | best: paraphrases | near misses | AUC |")
         print("|---|---:|---:|---:|---:|---:|")
