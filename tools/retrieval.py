@@ -29,7 +29,6 @@ from footnote.models.embedding_choice import (
     setting_key,
 )
 from footnote.models.embeddings import IndexEmbeddings
-from footnote.models.synonyms import present_in
 from footnote.store.backends import current_version, is_postgres, open_reader
 from footnote.store.base import IndexReader
 from footnote.store.text import STOPWORDS, embedding_text, keyword_tokens
@@ -149,10 +148,7 @@ class Retriever(Generic[S]):
 
     def relevance_features(self, query: str, hits: list[Hit]) -> list[dict[str, float]]:
         """Evidence for grading each hit on its own: embedding similarity to the question, and
-        the idf-weighted share of the question's keywords the chunk contains, a keyword
-        counting as contained when the chunk says it in a first-sense synonym ("ill" where the
-        chunk says "sick": models/synonyms.py). Ranking is untouched: BM25 still matches the
-        question's own words."""
+        the idf-weighted share of the question's keywords the chunk contains."""
         if not hits:
             return []
         vector = self.query_vector(query)
@@ -163,7 +159,7 @@ class Retriever(Generic[S]):
         out = []
         for hit, similarity in zip(hits, dense, strict=True):
             present = set(keyword_tokens(embedding_text(hit.chunk)))
-            covered = sum(w for t, w in weights.items() if present_in(t, present))
+            covered = sum(w for t, w in weights.items() if t in present)
             out.append(
                 {
                     "dense": float(similarity),
