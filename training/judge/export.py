@@ -29,7 +29,8 @@ from train import BASE, DATA, CrossEncoder, load_base, tokenizer
 REPO = Path(__file__).resolve().parents[2]
 TARGET = REPO / "models" / "data" / "judge"
 HELD_OUT = 600
-"""Pairs from the end of pairs.jsonl (never trained on: train.py reads from the start)."""
+"""Pairs from the end of the pairs file (never trained on: train.py reads from the start and
+stops at its time budget; run.json's pairs_seen says where)."""
 MIN_CORRELATION = 0.99
 MAX_AUC_LOSS = 0.005
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
@@ -104,6 +105,10 @@ def training_resources() -> dict[str, object]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", type=Path, default=DATA / "judge.pt")
+    parser.add_argument(
+        "--pairs", type=Path, default=DATA / "pairs.jsonl",
+        help="the pairs file the run trained on (its last rows are held out)",
+    )  # fmt: skip
     args = parser.parse_args()
     run = json.loads((DATA / "run.json").read_text())
     model = load_base(attention="eager")
@@ -111,7 +116,7 @@ def main() -> int:
     fp32, int8 = DATA / "judge-fp32.onnx", DATA / "judge-int8.onnx"
     export_fp32(model, fp32)
     quantize_dynamic(str(fp32), str(int8), weight_type=QuantType.QInt8)
-    lines = (DATA / "pairs.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = args.pairs.read_text(encoding="utf-8").splitlines()
     held_out = [json.loads(line) for line in lines[-HELD_OUT:]]
     labels = np.array([int(r["label"]) for r in held_out])
     full, quantised = (scores(p, held_out, run["max_length"]) for p in (fp32, int8))
@@ -134,7 +139,7 @@ def main() -> int:
     chosen = int8 if keep_int8 else fp32
     TARGET.mkdir(parents=True, exist_ok=True)
     (TARGET / "model.onnx").write_bytes(chosen.read_bytes())
-    sources = json.loads((DATA / "pairs.sources.json").read_text())
+    sources = json.loads(args.pairs.with_suffix(".sources.json").read_text())
     commit = subprocess.run(["git", "log", "-1", "--format=%H", "--", "training/judge"],
                             cwd=REPO, capture_output=True, text=True).stdout.strip()  # fmt: skip
     manifest = {
