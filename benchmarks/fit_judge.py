@@ -17,7 +17,9 @@ questions pooled. The veto's cut (a candidate passes only when the default's cal
 grade passes and the judge's logit reaches the cut) is the one with the best mean balanced
 accuracy over the fitting halves' corpora, kept only if it beats the default without it.
 Figures are then given for each corpus's reporting half only, and for the handbook's
-written-after set (all of it reporting). The judge
+written-after set (all of it reporting). A third cut, the "apart veto", is fitted on the first
+two sets written apart pooled (so its figures there are fitted ones) and reported on the third
+(`written_apart_3`, sealed until that rule was fixed) and on the other reporting halves. The judge
 never saw these corpora's questions (training/judge/README.md); debfaq's passages include the
 Debian reference, whose sections it was trained on with their headings as queries.
 """
@@ -64,6 +66,12 @@ QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 DATASETS = (REPO / "benchmarks" / "data" / "pyfaq-core", REPO / "benchmarks" / "data" / "debfaq")
 RETRIEVE_K = 8
 WRITTEN_AFTER = "handbook-written-after"
+WRITTEN_APART = "handbook-written-apart"
+"""The sets written apart that the apart veto is fitted on (written_apart and _2, pooled)."""
+WRITTEN_APART_3 = "handbook-written-apart-3"
+"""The third set written apart, sealed until the veto's rule was fixed: it only reports."""
+LATER = {"written_after": WRITTEN_AFTER, "written_apart": WRITTEN_APART,
+         "written_apart_2": WRITTEN_APART, "written_apart_3": WRITTEN_APART_3}  # fmt: skip
 
 
 def row(
@@ -85,15 +93,16 @@ def row(
 
 
 def handbook_rows() -> list[dict[str, Any]]:
-    """The handbook set's rows, and its written-after set's (corpus "handbook-written-after",
-    all reporting: written once the methods were fixed, nothing is fitted on it)."""
+    """The handbook set's rows, and those of the sets written later (`LATER`: all marked
+    "report", so the fits on the fitting halves never read them; only the apart veto reads
+    WRITTEN_APART)."""
     spec = json.loads(QUESTIONS.read_text(encoding="utf-8"))
     near = spec["unanswerable"] + spec.get("held_out", {}).get("unanswerable", [])
-    later = spec["written_after"]
     asked = [(q, True, "handbook") for q in spec["answerable"]]
     asked += [(q, False, "handbook") for q in near]
-    asked += [(q, True, WRITTEN_AFTER) for q in later["answerable"]]
-    asked += [(q, False, WRITTEN_AFTER) for q in later["unanswerable"]]
+    for name, corpus in LATER.items():
+        asked += [(q, True, corpus) for q in spec[name]["answerable"]]
+        asked += [(q, False, corpus) for q in spec[name]["unanswerable"]]
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index"
@@ -104,7 +113,7 @@ def handbook_rows() -> list[dict[str, Any]]:
                                     caller=caller)  # fmt: skip
             found = retrieve_candidates(request, question=q["question"])
             rows.append(row(corpus, q["question"], q["question"], answerable, found, index))
-            if corpus == WRITTEN_AFTER:
+            if corpus != "handbook":
                 rows[-1]["half"] = "report"
     return rows
 
@@ -173,6 +182,21 @@ def fit_veto(rows: list[dict[str, Any]]) -> float:
     return best if balanced(vetoed_by_judge(best)) > balanced(calibrated_passes) else -math.inf
 
 
+def fit_apart_veto(rows: list[dict[str, Any]]) -> float:
+    """The veto's cut with the best balanced accuracy over the first two sets written apart,
+    pooled (the rule docs/evaluation.md fixed before the third judge run was evaluated);
+    -inf when no cut beats no veto there."""
+    pooled = [r for r in rows if r["corpus"] == WRITTEN_APART]
+
+    def balanced(passes: Callable[[dict[str, Any]], bool]) -> float:
+        found = rates(pooled, passes)
+        return (found["answered"] + found["refused"]) / 2
+
+    cuts = [round(x, 2) for x in np.arange(-6.0, 2.01, 0.25)]
+    best = max(cuts, key=lambda cut: (balanced(vetoed_by_judge(cut)), -cut))
+    return best if balanced(vetoed_by_judge(best)) > balanced(calibrated_passes) else -math.inf
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -186,11 +210,15 @@ def main() -> int:
             args.rows.write_text(json.dumps(rows), encoding="utf-8")
     threshold = fit_threshold([r for r in rows if r["half"] == "fit"])
     veto = fit_veto([r for r in rows if r["half"] == "fit"])
+    apart_veto = fit_apart_veto(rows)
     report: dict[str, Any] = {
         "judge_threshold (fitted on the fitting halves)": threshold,
         "judge_veto_cut (fitted on the fitting halves; -inf: no cut helps)": veto,
+        "apart_veto_cut (fitted on written_apart and _2; -inf: no cut helps)": apart_veto,
     }
-    for corpus in ("handbook", WRITTEN_AFTER, *(d.name for d in DATASETS)):
+    corpora = ("handbook", WRITTEN_AFTER, WRITTEN_APART, WRITTEN_APART_3,
+               *(d.name for d in DATASETS))  # fmt: skip
+    for corpus in corpora:
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]
         report[corpus] = {
             "linear": rates(mine, lambda r: r["linear"] >= OPERATING_GRADE),
@@ -199,13 +227,16 @@ def main() -> int:
         }
         if math.isfinite(veto):
             report[corpus]["calibrated + judge veto"] = rates(mine, vetoed_by_judge(veto))
+        if math.isfinite(apart_veto):
+            report[corpus]["calibrated + apart veto"] = rates(mine, vetoed_by_judge(apart_veto))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    print(f"judge threshold, fitted on the fitting halves: {threshold}; judge veto cut: {veto}")
+    print(f"judge threshold, fitted on the fitting halves: {threshold}; judge veto cut: {veto}; "
+          f"apart veto cut: {apart_veto}")  # fmt: skip
     print("| reporting half | grader | answerable answered | unanswerable refused |")
     print("|---|---|---:|---:|")
-    for corpus in ("handbook", WRITTEN_AFTER, *(d.name for d in DATASETS)):
+    for corpus in corpora:
         for grader, r in report[corpus].items():
             print(f"| {corpus} ({r['answerable']} / {r['unanswerable']}) | {grader} "
                   f"| {r['answered']} | {r['refused']} |")  # fmt: skip
