@@ -334,14 +334,18 @@ def add_faq_pairs(
         add(swapped, i, 0, "faq_near_miss")
 
 
-def written_pairs(path: Path = WRITTEN) -> list[dict[str, object]]:
+def written_pairs(path: Path = WRITTEN, neighbours: bool = False) -> list[dict[str, object]]:
     """The written questions against the sections they were written for (label 1: answered,
-    0: near miss), each section read from its installed manual as heading + text."""
+    0: near miss), each section read from its installed manual as heading + text. With
+    `neighbours`, each answered question also meets the section BM25 ranks best for it on
+    another page (label 0): what the section says decides, not how the question is worded."""
     texts = {
         (s.page, s.heading): f"{s.heading}\n{s.text}"
         for package, root in WRITTEN_SOURCES.items()
         for s in sections_of(package, root)
     }
+    keys = list(texts)
+    bm25 = BM25([texts[key] for key in keys]) if neighbours else None
     rows = []
     for line in path.read_text(encoding="utf-8").splitlines():
         item = json.loads(line)
@@ -351,6 +355,11 @@ def written_pairs(path: Path = WRITTEN) -> list[dict[str, object]]:
         label = {"answered": 1, "near_miss": 0}[item["kind"]]
         rows.append({"query": item["question"], "passage": passage, "label": label,
                      "kind": f"written_{item['kind']}"})  # fmt: skip
+        if bm25 is not None and label == 1:
+            other = [j for j in bm25.top(item["question"], 5) if keys[j][0] != item["page"]]
+            if other:
+                rows.append({"query": item["question"], "passage": texts[keys[other[0]]],
+                             "label": 0, "kind": "written_neighbour"})  # fmt: skip
     return rows
 
 
@@ -377,7 +386,8 @@ def packages_read(faqs: bool, written: bool = False) -> dict[str, str]:
 
 
 def build(out: Path, faq_repeats: int = 0, written_repeats: int = 0,
-          written_span: int = 30000) -> dict[str, int]:  # fmt: skip
+          written_span: int = 30000, written_neighbours: bool = False,
+          answered_weight: int = 1) -> dict[str, int]:  # fmt: skip
     rng = random.Random(SEED)
     sections = [s for pkg, root in SOURCES.items() if root.is_dir() for s in sections_of(pkg, root)]
     manuals = len(sections)
@@ -423,7 +433,8 @@ def build(out: Path, faq_repeats: int = 0, written_repeats: int = 0,
         for i in range(manuals, len(sections)):
             add_faq_pairs(i, sections, passages, bm25, wordnet, rng, add)
     rng.shuffle(rows)
-    written = written_pairs() if written_repeats else []
+    written = written_pairs(neighbours=written_neighbours) if written_repeats else []
+    written += [r for r in written if r["label"] == 1] * (answered_weight - 1)
     counts.update(
         {k: written_repeats * n for k, n in Counter(str(r["kind"]) for r in written).items()}
     )
@@ -454,8 +465,19 @@ def main() -> int:
         "--written-span", type=int, default=30000,
         help="spread the written passes over this many first rows (what a run will see)",
     )  # fmt: skip
+    parser.add_argument(
+        "--written-neighbours", action="store_true",
+        help="with --written-repeats: each answered written question also against its best "
+        "BM25 neighbour on another page (label 0)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--answered-weight", type=int, default=1,
+        help="with --written-repeats: each answered written question N times per pass",
+    )  # fmt: skip
     args = parser.parse_args()
-    print(json.dumps(build(args.out, args.faq_repeats, args.written_repeats, args.written_span)))
+    counts = build(args.out, args.faq_repeats, args.written_repeats, args.written_span,
+                   args.written_neighbours, args.answered_weight)  # fmt: skip
+    print(json.dumps(counts))
     return 0
 
 
