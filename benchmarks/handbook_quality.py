@@ -13,7 +13,7 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
   fitted ("Do we have parental leave?"), which no fit has seen;
 - the set written after the default grader and its "another kind" veto were fixed
   (`written_after`: new paraphrases and near misses), apart;
-- the sets written apart (`written_apart`, `_2`, `_3`): each by a separate writer who saw
+- the sets written apart (`written_apart`, `_2`, `_3`, `_4`): each by a separate writer who saw
   only the handbook, sealed until measured; nothing is chosen on them.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
@@ -39,7 +39,7 @@ from footnote.ingest.pipeline import ingest  # noqa: E402
 
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 HANDBOOK = REPO / "samples" / "handbook"
-APART_SETS = ("written_apart", "written_apart_2", "written_apart_3")
+APART_SETS = ("written_apart", "written_apart_2", "written_apart_3", "written_apart_4")
 """The sets written apart from the project, each reported on its own."""
 
 

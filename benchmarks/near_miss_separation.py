@@ -19,7 +19,7 @@ best grade.
 Three question sets are reported apart: "main" (the answerable paraphrases, the near misses and
 the held-out near misses; the calibrated grader was fitted on the first two, so its figure
 there is a fitted one), "written_after" (written after the veto and the default were fixed:
-nothing was fitted or chosen on it, for any scorer) and "written_apart", "_2" and "_3"
+nothing was fitted or chosen on it, for any scorer) and "written_apart", "_2", "_3" and "_4"
 (each written by a separate writer who saw only the handbook; nothing is chosen on them).
 """
 
@@ -53,7 +53,9 @@ from footnote.tools.search import SearchRequest  # noqa: E402
 HANDBOOK = REPO / "samples" / "handbook"
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 RETRIEVE_K = 8
-LATER_SETS = ("written_after", "written_apart", "written_apart_2", "written_apart_3")
+LATER_SETS = (
+    "written_after", "written_apart", "written_apart_2", "written_apart_3", "written_apart_4"
+)
 """The question sets written after the method, each reported apart from "main"."""
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]

@@ -1,7 +1,8 @@
 """Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
 
     python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
-        [--set all|original|written_after|written_apart|written_apart_2] [--json]
+        [--set all|original|written_after|written_apart|written_apart_2|written_apart_4]
+        [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
 team, channel, system or environment named inside the text, not by a title. Each is asked
@@ -11,8 +12,8 @@ samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
 a set: "original" (written while building graph/hops.py, not held out), "written_after"
 (written once the method was fixed, split into a fitting and a reporting half before any run)
-or "written_apart" and "written_apart_2" (each written by a separate writer who saw only the
-handbook, all reporting);
+or "written_apart", "written_apart_2" and "written_apart_4" (each written by a separate writer
+who saw only the handbook, all reporting);
 the report gives the share per set and half.
 """
 
@@ -67,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
     parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
-    sets = ("all", "original", "written_after", "written_apart", "written_apart_2")
+    sets = ("all", "original", "written_after", "written_apart", "written_apart_2",
+            "written_apart_4")  # fmt: skip
     parser.add_argument("--set", default="all", choices=sets)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
