@@ -76,8 +76,8 @@ def verified_model(directory: Path) -> tuple[bytes, dict[str, Any]]:
 class Judge:
     """Scores (question, passage) pairs: a logit, higher when the passage answers.
 
-    Deterministic: pairs are scored in their given order in fixed-size batches on a fixed
-    thread count, so the same input gives identical scores.
+    Deterministic: pairs are scored in a fixed order (shortest first, ties in the given order)
+    in fixed-size batches on a fixed thread count, so the same input gives identical scores.
     """
 
     def __init__(self, directory: Path | None = None, threads: int = 2) -> None:
@@ -102,17 +102,27 @@ class Judge:
         self._lock = threading.Lock()
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
-        """One float32 logit per (question, passage) pair, in the pairs' order."""
+        """One float32 logit per (question, passage) pair, in the pairs' order.
+
+        The pairs are tokenized once, then run shortest first, each batch cut to its own
+        longest pair: a batch of short chunks does not pay for one long chunk's padding
+        (a search's candidates vary from a line to a full section)."""
         out = np.zeros(len(pairs), dtype=np.float32)
+        if not pairs:
+            return out
+        with self._lock:  # the tokenizer's padding state is shared
+            encoded = self._tokenizer.encode_batch(list(pairs))
+        arrays = [
+            np.array([getattr(e, attr) for e in encoded], dtype=np.int64)
+            for attr in ("ids", "attention_mask", "type_ids")
+        ]
+        lengths = arrays[1].sum(axis=1)
+        order = np.argsort(lengths, kind="stable")
         for start in range(0, len(pairs), BATCH_SIZE):
-            batch = list(pairs[start : start + BATCH_SIZE])
-            with self._lock:  # the tokenizer's padding state is shared
-                encoded = self._tokenizer.encode_batch(batch)
-            feed = {
-                name: np.array([getattr(e, attr) for e in encoded], dtype=np.int64)
-                for name, attr in zip(INPUTS, ("ids", "attention_mask", "type_ids"), strict=True)
-            }
-            out[start : start + len(batch)] = self._session.run(["logit"], feed)[0]
+            rows = order[start : start + BATCH_SIZE]
+            width = int(lengths[rows].max())
+            feed = {name: array[rows, :width] for name, array in zip(INPUTS, arrays, strict=True)}
+            out[rows] = self._session.run(["logit"], feed)[0]
         return out
 
     def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
