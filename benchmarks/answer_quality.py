@@ -13,7 +13,7 @@ For every query the whole answer graph runs (offline default, or --model). Repor
 
     python benchmarks/build_pyfaq.py
     python benchmarks/answer_quality.py benchmarks/data/pyfaq [--model provider:model] [--json]
-        [--limit N] [--offline-grader linear|calibrated|judge]
+        [--limit N] [--offline-grader linear|calibrated|judge|judge-veto]
 """
 
 from __future__ import annotations
@@ -232,7 +232,9 @@ def main() -> int:
     parser.add_argument("dataset", type=Path, help="BEIR dataset directory (e.g. pyfaq)")
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--limit", type=int, default=0, help="only the first N queries")
-    parser.add_argument("--offline-grader", default="", help="calibrated, linear or judge")
+    parser.add_argument(
+        "--offline-grader", default="", help="calibrated, linear, judge or judge-veto"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = evaluate(args.dataset, args.model, args.limit, args.offline_grader)

@@ -193,7 +193,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--index", type=Path, help="an index of samples/handbook to reuse")
-    parser.add_argument("--offline-grader", default="", help="calibrated or linear")
+    parser.add_argument(
+        "--offline-grader", default="", help="calibrated, linear, judge or judge-veto"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

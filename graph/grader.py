@@ -39,8 +39,8 @@ from footnote.tools.documents import (
 )
 from footnote.tools.documents import linear_score as linear_score
 
-OfflineGrader = Literal["calibrated", "linear", "judge"]
-OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear", "judge")
+OfflineGrader = Literal["calibrated", "linear", "judge", "judge-veto"]
+OFFLINE_GRADERS: tuple[OfflineGrader, ...] = ("calibrated", "linear", "judge", "judge-veto")
 DEFAULT_OFFLINE_GRADER: OfflineGrader = "calibrated"
 """The calibrated model (fitted on the handbook set and pyfaq-core together, checked on
 debfaq) answers almost twice as many paraphrased handbook questions as the linear blend at
@@ -410,34 +410,51 @@ def _model_grades(
 ) -> list[float]:
     if grader == "judge":
         return judge_grades(candidates, question)
-    linear = [relevance(c) for c in candidates]
+    allowed = [True] * len(candidates)
+    if grader == "judge-veto" and candidates:
+        allowed = [logit >= JUDGE_VETO_CUT for logit in judge_logits(candidates, question)]
+    linear = [relevance(c) if ok else 0.0 for c, ok in zip(candidates, allowed, strict=True)]
     if grader_for(grader, question) == "linear":
         return linear
-    calibrated = shipped_grader().grades(candidates, question)
+    calibrated = [
+        g if ok else 0.0
+        for g, ok in zip(shipped_grader().grades(candidates, question), allowed, strict=True)
+    ]
     if not any(g >= threshold for g in calibrated):
         return calibrated
     return [max(c, g) for c, g in zip(calibrated, linear, strict=True)]
 
 
-JUDGE_THRESHOLD = -0.057
-"""The judge's logit at the operating point (grade 0.5): fitted on the fitting halves of the
-handbook set, pyfaq-core and debfaq by `benchmarks/fit_grader.py --judge`, reported on the
-other halves (docs/evaluation.md, "The judge")."""
+JUDGE_THRESHOLD = 2.232
+"""The judge's logit at the operating point (grade 0.5): fitted for the shipped file on the
+fitting halves of the handbook set, pyfaq-core and debfaq by `benchmarks/fit_judge.py`,
+reported on the other halves (docs/evaluation.md, "A fourth training run")."""
 
 
-def judge_grades(candidates: Sequence[Candidate], question: str) -> list[float]:
-    """Each candidate's grade from the judge (Footnote's cross-encoder, models/judge.py),
-    which reads the question with the chunk's heading path and text, so a near miss that
-    shares every topic word with the chunk but asks about something else scores low. The
-    logit is log-odds already: its sigmoid around JUDGE_THRESHOLD puts the operating point
-    at 0.5, like the other graders."""
+JUDGE_VETO_CUT = -2.5
+"""The "judge-veto" grader's cut on the judge's logit: a chunk below it cannot pass, whatever
+the calibrated grade. Fitted on the first three handbook sets written apart, pooled
+(`benchmarks/fit_judge.py`, the apart veto), and reported on the fourth and the FAQ corpora's
+reporting halves (docs/evaluation.md, "A fourth training run")."""
+
+
+def judge_logits(candidates: Sequence[Candidate], question: str) -> list[float]:
+    """The judge's logit for each candidate (Footnote's cross-encoder, models/judge.py), which
+    reads the question with the chunk's heading path and text, so a near miss that shares
+    every topic word with the chunk but asks about something else scores low."""
     from footnote.models.judge import load_judge
     from footnote.tools.documents import embedding_text_of
 
     if not candidates:
         return []
-    logits = load_judge().score(question, [embedding_text_of(c["document"]) for c in candidates])
-    return [sigmoid(float(logit) - JUDGE_THRESHOLD) for logit in logits]
+    texts = [embedding_text_of(c["document"]) for c in candidates]
+    return [float(logit) for logit in load_judge().score(question, texts)]
+
+
+def judge_grades(candidates: Sequence[Candidate], question: str) -> list[float]:
+    """Each candidate's grade from the judge alone. The logit is log-odds already: its sigmoid
+    around JUDGE_THRESHOLD puts the operating point at 0.5, like the other graders."""
+    return [sigmoid(logit - JUDGE_THRESHOLD) for logit in judge_logits(candidates, question)]
 
 
 def measured_offline_grades(

@@ -190,7 +190,7 @@ def ask(question: str, index: Path, **context: Any) -> dict[str, Any]:
     return {**final, "candidates": research["candidates"], "documents": research["documents"]}
 
 
-@pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto"])
 def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: str) -> None:
     out = ask(API_KEY_QUESTION, handbook_index, offline_grader=offline_grader)
     assert out["candidates"][0]["document"].metadata["source"] == "keys.md"
@@ -199,7 +199,7 @@ def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: s
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
 
 
-@pytest.mark.parametrize("offline_grader", ["calibrated", "linear"])
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto"])
 def test_parental_leave_is_not_covered_with_each_grader(
     handbook_index: Path, offline_grader: str
 ) -> None:
@@ -259,6 +259,28 @@ def test_graph_keeps_what_passes_the_fitted_threshold(handbook_index: Path) -> N
         if calibrated or grader.relevance(c) >= OPERATING_GRADE
     ]
     assert out["documents"] == passing[:4]
+
+
+def test_the_judge_veto_stops_only_the_chunks_the_judge_scores_below_its_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The "judge-veto" grader is the default with the judge as a veto: a chunk under the cut
+    gets 0 whatever its calibrated or linear grade, the others keep the default's grade."""
+    pool = candidates((0.9, 0.9), (0.9, 0.9), (0.2, 0.0))
+
+    class Calibrated:  # scripted: the first two chunks answer, the third does not
+        def grades(self, found: list[Candidate], question: str) -> list[float]:
+            return [0.9, 0.8, 0.1]
+
+    monkeypatch.setattr(grader, "shipped_grader", Calibrated)
+    cut = grader.JUDGE_VETO_CUT
+    monkeypatch.setattr(grader, "judge_logits", lambda found, question: [cut, cut - 0.01, 5.0])
+    default = offline_grades(pool, "calibrated", API_KEY_QUESTION)
+    assert default[0] >= OPERATING_GRADE and default[1] >= OPERATING_GRADE
+    assert offline_grades(pool, "judge-veto", API_KEY_QUESTION) == [default[0], 0.0, default[2]]
+    # every chunk the default passes vetoed: the question is not answered
+    monkeypatch.setattr(grader, "judge_logits", lambda found, question: [cut - 1] * len(found))
+    assert max(offline_grades(pool, "judge-veto", API_KEY_QUESTION)) < OPERATING_GRADE
 
 
 def test_when_the_calibrated_grader_passes_nothing_the_linear_grade_keeps_nothing() -> None:
