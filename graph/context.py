@@ -113,9 +113,8 @@ class Context:
             "(0.6 x similarity + 0.4 x keyword coverage), 'judge' (Footnote's own "
             "cross-encoder reads the question with each chunk) or 'judge-veto' (the calibrated "
             "grades, and a chunk the judge scores under its cut cannot pass). Whichever grader, "
-            "a chunk "
-            "headed with another kind of what the question asks about ('Annual leave' for "
-            "parental leave) cannot pass. The calibrated one answers more paraphrases; the "
+            "a chunk headed with another kind of what the question asks about ('Annual leave' "
+            "for parental leave) cannot pass. The calibrated one answers more paraphrases; the "
             "linear one abstains more when the corpus lacks the answer; the judge refuses "
             "more near misses and abstains wrongly more often (docs/evaluation.md)."
         },

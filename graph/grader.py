@@ -411,7 +411,7 @@ def _model_grades(
     if grader == "judge":
         return judge_grades(candidates, question)
     allowed = [True] * len(candidates)
-    if grader == "judge-veto" and candidates:
+    if grader == "judge-veto":
         allowed = [logit >= JUDGE_VETO_CUT for logit in judge_logits(candidates, question)]
     linear = [relevance(c) if ok else 0.0 for c, ok in zip(candidates, allowed, strict=True)]
     if grader_for(grader, question) == "linear":
