@@ -30,6 +30,11 @@ TOKENIZER = "minilm_tokenizer.json"
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 SAFE_FILE_NAME = re.compile(r"[A-Za-z0-9_.-]+\.onnx")
 BATCH_SIZE = 16
+"""Pairs per onnxruntime run for an fp32 file. An int8 file runs one pair at a time: its
+activations are quantised at run time with one scale for the whole input tensor, so in a batch a
+pair's logit would depend on the pairs beside it (by a median 0.09 logit, up to 2.5, over 600
+held-out pairs in batches of 16). One pair per run is no slower on 2 cores (docs/evaluation.md,
+"The judge in int8, per channel")."""
 
 
 class JudgeModelError(RuntimeError):
@@ -77,7 +82,8 @@ class Judge:
     """Scores (question, passage) pairs: a logit, higher when the passage answers.
 
     Deterministic: pairs are scored in a fixed order (shortest first, ties in the given order)
-    in fixed-size batches on a fixed thread count, so the same input gives identical scores.
+    in fixed-size batches on a fixed thread count, so the same input gives identical scores;
+    and a pair's score does not depend on the others scored with it.
     """
 
     def __init__(self, directory: Path | None = None, threads: int = 2) -> None:
@@ -100,6 +106,8 @@ class Judge:
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise JudgeModelError(f"onnxruntime cannot load the judge model: {exc}") from None
         self._lock = threading.Lock()
+        quantised = str(self.manifest.get("weights", "fp32")).startswith("int8")
+        self._batch_size = 1 if quantised else BATCH_SIZE
 
     def score_pairs(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """One float32 logit per (question, passage) pair, in the pairs' order.
@@ -118,8 +126,8 @@ class Judge:
         ]
         lengths = arrays[1].sum(axis=1)
         order = np.argsort(lengths, kind="stable")
-        for start in range(0, len(pairs), BATCH_SIZE):
-            rows = order[start : start + BATCH_SIZE]
+        for start in range(0, len(pairs), self._batch_size):
+            rows = order[start : start + self._batch_size]
             width = int(lengths[rows].max())
             feed = {name: array[rows, :width] for name, array in zip(INPUTS, arrays, strict=True)}
             out[rows] = self._session.run(["logit"], feed)[0]

@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -107,6 +108,36 @@ def test_scores_are_deterministic_and_do_not_depend_on_the_batch() -> None:
     assert np.array_equal(first, second)
     alone = judge.score(QUESTION, [ROTATION])[0]
     assert abs(float(alone) - float(first[0])) < 1e-3  # padding beside it changes nothing
+
+
+class RecordingSession:
+    """Wraps an onnxruntime session and records how many pairs each run was given."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.batch_sizes: list[int] = []
+
+    def run(self, names: list[str], feed: dict[str, np.ndarray]) -> Any:
+        self.batch_sizes.append(len(feed["input_ids"]))
+        return self.session.run(names, feed)
+
+
+def test_an_int8_judge_scores_one_pair_per_run(judge_copy: Path) -> None:
+    """An int8 file quantises activations with one scale for the whole input, so in a batch a
+    pair's logit would move with its neighbours: such a file is run one pair at a time. (The
+    copy is the fp32 file relabelled, so only the batching differs.)"""
+    manifest_path = judge_copy / "MANIFEST.json"
+    manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+    manifest["weights"] = "int8 (dynamic quantisation, per channel)"
+    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
+    quantised, full = Judge(judge_copy), Judge(JUDGE_DIR)
+    quantised._session = recorder = RecordingSession(quantised._session)
+    full._session = batched = RecordingSession(full._session)
+    passages = [ROTATION, LEAVE] * 20
+    scores = quantised.score(QUESTION, passages)
+    assert recorder.batch_sizes == [1] * 40
+    assert np.allclose(scores, full.score(QUESTION, passages), atol=1e-4)
+    assert batched.batch_sizes == [16, 16, 8]
 
 
 def test_the_judge_prefers_the_answer_to_a_paraphrase() -> None:
