@@ -13,7 +13,7 @@ For every query the whole answer graph runs (offline default, or --model). Repor
 
     python benchmarks/build_pyfaq.py
     python benchmarks/answer_quality.py benchmarks/data/pyfaq [--model provider:model] [--json]
-        [--limit N] [--offline-grader linear|calibrated|judge|judge-veto]
+        [--limit N] [--offline-grader linear|calibrated|judge|judge-veto|judge-rescue]
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def main() -> int:
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--limit", type=int, default=0, help="only the first N queries")
     parser.add_argument(
-        "--offline-grader", default="", help="calibrated, linear, judge or judge-veto"
+        "--offline-grader", default="", help="calibrated, linear, judge, judge-veto or judge-rescue"
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

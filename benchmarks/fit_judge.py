@@ -21,6 +21,9 @@ written-after set (all of it reporting). A third cut, the "apart veto", is fitte
 three sets written apart pooled (so its figures there are fitted ones) and reported on the fourth
 (`written_apart_4`, sealed until the fourth judge run's rule was fixed) and on the other
 reporting halves. (Until that run it was fitted on the first two and reported on the third.)
+The rescue ("judge-rescue": a candidate also passes when the judge's logit reaches a cut) is
+fitted on the first four sets written apart pooled and reported on the fifth
+(`written_apart_5`, sealed until its rule was fixed).
 The judge never saw these corpora's questions (training/judge/README.md); debfaq's passages
 include the Debian reference, whose sections it was trained on with their headings as queries.
 """
@@ -50,6 +53,7 @@ from footnote.evaluation.answers import (  # noqa: E402
 from footnote.evaluation.halves import half_of  # noqa: E402
 from footnote.evaluation.retrieval import prepare_index  # noqa: E402
 from footnote.graph.grader import measured_offline_grades  # noqa: E402
+from footnote.graph.kinds import vetoed  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 from footnote.models.judge import load_judge  # noqa: E402
 from footnote.store.types import Caller  # noqa: E402
@@ -70,10 +74,13 @@ WRITTEN_AFTER = "handbook-written-after"
 WRITTEN_APART = "handbook-written-apart"
 """The sets written apart that the apart veto is fitted on (written_apart, _2 and _3, pooled)."""
 WRITTEN_APART_4 = "handbook-written-apart-4"
-"""The fourth set written apart, sealed until the veto's rule was fixed: it only reports."""
+"""The fourth set written apart, sealed until the veto's rule was fixed: the veto's report; the
+rescue is fitted on it with the first three."""
+WRITTEN_APART_5 = "handbook-written-apart-5"
+"""The fifth set written apart, sealed until the rescue's rule was fixed: it only reports."""
 LATER = {"written_after": WRITTEN_AFTER, "written_apart": WRITTEN_APART,
          "written_apart_2": WRITTEN_APART, "written_apart_3": WRITTEN_APART,
-         "written_apart_4": WRITTEN_APART_4}  # fmt: skip
+         "written_apart_4": WRITTEN_APART_4, "written_apart_5": WRITTEN_APART_5}  # fmt: skip
 
 
 def row(
@@ -88,9 +95,11 @@ def row(
         "answerable": answerable,
         "judge": float(np.max(logits)) if len(found) else float("-inf"),
         "linear": max((relevance(c) for c in found), default=0.0),
-        # per candidate: the default grade (veto included) and the judge's logit
+        # per candidate: the default grade (veto included), the judge's logit, and whether
+        # its headings name another kind of what the question asks about (graph/kinds.py)
         "calibrated_grades": [float(g) for g in calibrated],
         "judge_logits": [float(x) for x in logits],
+        "other_kind": vetoed(question, found),
     }
 
 
@@ -199,6 +208,33 @@ def fit_apart_veto(rows: list[dict[str, Any]]) -> float:
     return best if balanced(vetoed_by_judge(best)) > balanced(calibrated_passes) else -math.inf
 
 
+def rescued_by_judge(cut: float) -> Callable[[dict[str, Any]], bool]:
+    """The default's decision with the judge as a rescue ("judge-rescue"): a candidate passes
+    when its calibrated grade passes, or when its judge logit reaches `cut` and its headings do
+    not name another kind of what the question asks about."""
+    return lambda row: any(
+        grade >= OPERATING_GRADE or (logit >= cut and not other)
+        for grade, logit, other in zip(
+            row["calibrated_grades"], row["judge_logits"], row["other_kind"], strict=True
+        )
+    )
+
+
+def fit_rescue(rows: list[dict[str, Any]]) -> float:
+    """The rescue's cut with the best balanced accuracy over the first four sets written apart,
+    pooled (the rule docs/evaluation.md, "The judge as a rescue", fixed before the fifth set was
+    read; ties: the highest cut, the lightest rescue); inf when no cut beats no rescue."""
+    pooled = [r for r in rows if r["corpus"] in (WRITTEN_APART, WRITTEN_APART_4)]
+
+    def balanced(passes: Callable[[dict[str, Any]], bool]) -> float:
+        found = rates(pooled, passes)
+        return (found["answered"] + found["refused"]) / 2
+
+    cuts = [round(x, 2) for x in np.arange(-4.0, 6.01, 0.25)]
+    best = max(cuts, key=lambda cut: (balanced(rescued_by_judge(cut)), cut))
+    return best if balanced(rescued_by_judge(best)) > balanced(calibrated_passes) else math.inf
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", action="store_true")
@@ -213,12 +249,14 @@ def main() -> int:
     threshold = fit_threshold([r for r in rows if r["half"] == "fit"])
     veto = fit_veto([r for r in rows if r["half"] == "fit"])
     apart_veto = fit_apart_veto(rows)
+    rescue = fit_rescue(rows)
     report: dict[str, Any] = {
         "judge_threshold (fitted on the fitting halves)": threshold,
         "judge_veto_cut (fitted on the fitting halves; -inf: no cut helps)": veto,
         "apart_veto_cut (fitted on written_apart, _2 and _3; -inf: no cut helps)": apart_veto,
+        "rescue_cut (fitted on written_apart, _2, _3 and _4; inf: no cut helps)": rescue,
     }
-    corpora = ("handbook", WRITTEN_AFTER, WRITTEN_APART, WRITTEN_APART_4,
+    corpora = ("handbook", WRITTEN_AFTER, WRITTEN_APART, WRITTEN_APART_4, WRITTEN_APART_5,
                *(d.name for d in DATASETS))  # fmt: skip
     for corpus in corpora:
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]
@@ -231,11 +269,13 @@ def main() -> int:
             report[corpus]["calibrated + judge veto"] = rates(mine, vetoed_by_judge(veto))
         if math.isfinite(apart_veto):
             report[corpus]["calibrated + apart veto"] = rates(mine, vetoed_by_judge(apart_veto))
+        if math.isfinite(rescue):
+            report[corpus]["calibrated + judge rescue"] = rates(mine, rescued_by_judge(rescue))
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
     print(f"judge threshold, fitted on the fitting halves: {threshold}; judge veto cut: {veto}; "
-          f"apart veto cut: {apart_veto}")  # fmt: skip
+          f"apart veto cut: {apart_veto}; rescue cut: {rescue}")  # fmt: skip
     print("| reporting half | grader | answerable answered | unanswerable refused |")
     print("|---|---|---:|---:|")
     for corpus in corpora:

@@ -194,7 +194,7 @@ def main() -> int:
     parser.add_argument("--model", default="", help="chat model; empty = offline default")
     parser.add_argument("--index", type=Path, help="an index of samples/handbook to reuse")
     parser.add_argument(
-        "--offline-grader", default="", help="calibrated, linear, judge or judge-veto"
+        "--offline-grader", default="", help="calibrated, linear, judge, judge-veto or judge-rescue"
     )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -190,7 +190,9 @@ def ask(question: str, index: Path, **context: Any) -> dict[str, Any]:
     return {**final, "candidates": research["candidates"], "documents": research["documents"]}
 
 
-@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto"])
+@pytest.mark.parametrize(
+    "offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"]
+)
 def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: str) -> None:
     out = ask(API_KEY_QUESTION, handbook_index, offline_grader=offline_grader)
     assert out["candidates"][0]["document"].metadata["source"] == "keys.md"
@@ -199,7 +201,9 @@ def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: s
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
 
 
-@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto"])
+@pytest.mark.parametrize(
+    "offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"]
+)
 def test_parental_leave_is_not_covered_with_each_grader(
     handbook_index: Path, offline_grader: str
 ) -> None:
@@ -281,6 +285,31 @@ def test_the_judge_veto_stops_only_the_chunks_the_judge_scores_below_its_cut(
     # every chunk the default passes vetoed: the question is not answered
     monkeypatch.setattr(grader, "judge_logits", lambda found, question: [cut - 1] * len(found))
     assert max(offline_grades(pool, "judge-veto", API_KEY_QUESTION)) < OPERATING_GRADE
+
+
+def test_the_judge_rescue_passes_only_the_chunks_the_judge_scores_at_its_cut(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The "judge-rescue" grader is the default with the judge as a rescue: a chunk at or over
+    the cut passes whatever its calibrated grade, the others keep the default's grade; a
+    chunk the default passes is never lowered."""
+    pool = candidates((0.2, 0.0), (0.2, 0.0), (0.9, 0.9))
+
+    class Calibrated:  # scripted: only the third chunk answers
+        def grades(self, found: list[Candidate], question: str) -> list[float]:
+            return [0.1, 0.2, 0.9]
+
+    monkeypatch.setattr(grader, "shipped_grader", Calibrated)
+    cut = grader.JUDGE_RESCUE_CUT
+    monkeypatch.setattr(grader, "judge_logits", lambda found, question: [cut, cut - 0.01, -9.0])
+    default = offline_grades(pool, "calibrated", API_KEY_QUESTION)
+    assert default[0] < OPERATING_GRADE and default[1] < OPERATING_GRADE
+    rescued = offline_grades(pool, "judge-rescue", API_KEY_QUESTION)
+    assert rescued == [OPERATING_GRADE, default[1], default[2]]
+    # nothing the default passes, nothing the judge rescues: not answered
+    monkeypatch.setattr(Calibrated, "grades", lambda self, found, question: [0.1, 0.2, 0.3])
+    monkeypatch.setattr(grader, "judge_logits", lambda found, question: [cut - 1] * len(found))
+    assert max(offline_grades(pool, "judge-rescue", API_KEY_QUESTION)) < OPERATING_GRADE
 
 
 def test_when_the_calibrated_grader_passes_nothing_the_linear_grade_keeps_nothing() -> None:

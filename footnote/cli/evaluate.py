@@ -146,7 +146,7 @@ def add_eval_command(subparsers: Any, default_index: Callable[[], str]) -> argpa
     )
     p.add_argument(
         "--offline-grader",
-        choices=("linear", "calibrated", "judge", "judge-veto"),
+        choices=("linear", "calibrated", "judge", "judge-veto", "judge-rescue"),
         default=None,
         help="with --answers: the graph's offline grader for this run (default: the graph's)",
     )
