@@ -54,7 +54,12 @@ HANDBOOK = REPO / "samples" / "handbook"
 QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 RETRIEVE_K = 8
 LATER_SETS = (
-    "written_after", "written_apart", "written_apart_2", "written_apart_3", "written_apart_4"
+    "written_after",
+    "written_apart",
+    "written_apart_2",
+    "written_apart_3",
+    "written_apart_4",
+    "written_apart_5",
 )
 """The question sets written after the method, each reported apart from "main"."""
 

@@ -1,8 +1,8 @@
 """Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
 
     python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
-        [--set all|original|written_after|written_apart|written_apart_2|written_apart_4]
-        [--json]
+        [--set all|original|written_after|written_apart|written_apart_2|written_apart_4|
+        written_apart_5] [--offline-grader calibrated|judge-rescue|...] [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
 team, channel, system or environment named inside the text, not by a title. Each is asked
@@ -12,9 +12,9 @@ samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
 a set: "original" (written while building graph/hops.py, not held out), "written_after"
 (written once the method was fixed, split into a fitting and a reporting half before any run)
-or "written_apart", "written_apart_2" and "written_apart_4" (each written by a separate writer
-who saw only the handbook, all reporting);
-the report gives the share per set and half.
+or "written_apart", "written_apart_2", "written_apart_4" and "written_apart_5" (each written by
+a separate writer who saw only the handbook, all reporting); the report gives the share per set
+and half. `--offline-grader` asks with another offline grader than the default.
 """
 
 from __future__ import annotations
@@ -54,13 +54,14 @@ def set_of(question: dict[str, Any]) -> str:
     return f"{question['set']}/{question['half']}" if "half" in question else question["set"]
 
 
-def answer(index: Path, question: str, groups: list[str]) -> dict[str, Any]:
+def answer(index: Path, question: str, groups: list[str], grader: str = "") -> dict[str, Any]:
     from langchain_core.messages import HumanMessage
 
     from footnote.graph.context import Context
     from footnote.graph.graph import graph
 
-    context = Context(index_dir=str(index), user_groups=groups)
+    chosen = {"offline_grader": grader} if grader else {}
+    context = Context(index_dir=str(index), user_groups=groups, **chosen)  # type: ignore[arg-type]
     return graph.invoke({"messages": [HumanMessage(question)]}, context=context)
 
 
@@ -69,8 +70,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
     parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
     sets = ("all", "original", "written_after", "written_apart", "written_apart_2",
-            "written_apart_4")  # fmt: skip
+            "written_apart_4", "written_apart_5")  # fmt: skip
     parser.add_argument("--set", default="all", choices=sets)
+    parser.add_argument("--offline-grader", default="", help="default: the graph's default")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     wanted = args.corpora.split(",")
@@ -85,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     for q in questions:
         index, to_id = indexes[q["corpus"]]
         started = time.perf_counter()
-        out = answer(index, q["question"], q.get("groups", ["everyone"]))
+        out = answer(index, q["question"], q.get("groups", ["everyone"]), args.offline_grader)
         cited = [to_id.get(c["source"], c["source"]) for c in out.get("citations", [])]
         rows.append(
             {
