@@ -122,21 +122,29 @@ class RecordingSession:
         return self.session.run(names, feed)
 
 
-def test_an_int8_judge_scores_one_pair_per_run(judge_copy: Path) -> None:
-    """An int8 file quantises activations with one scale for the whole input, so in a batch a
-    pair's logit would move with its neighbours: such a file is run one pair at a time. (The
-    copy is the fp32 file relabelled, so only the batching differs.)"""
-    manifest_path = judge_copy / "MANIFEST.json"
+def relabelled(folder: Path, weights: str) -> Judge:
+    """The judge in `folder` with its manifest's `weights` set (the file is unchanged)."""
+    manifest_path = folder / "MANIFEST.json"
     manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-    manifest["weights"] = "int8 (dynamic quantisation, per channel)"
-    manifest_path.write_text(json.dumps(manifest), encoding="utf-8")
-    quantised, full = Judge(judge_copy), Judge(JUDGE_DIR)
+    manifest_path.write_text(json.dumps(manifest | {"weights": weights}), encoding="utf-8")
+    return Judge(folder)
+
+
+def test_an_int8_judge_scores_one_pair_per_run(judge_copy: Path, tmp_path: Path) -> None:
+    """An int8 file quantises activations with one scale for the whole input, so in a batch a
+    pair's logit would move with its neighbours: such a file is run one pair at a time. (Both
+    judges here hold the shipped file, labelled int8 and fp32, so only the batching differs.)"""
+    quantised = relabelled(judge_copy, "int8 (dynamic quantisation, per channel)")
+    full = relabelled(shutil.copytree(JUDGE_DIR, tmp_path / "fp32"), "fp32")
     quantised._session = recorder = RecordingSession(quantised._session)
     full._session = batched = RecordingSession(full._session)
     passages = [ROTATION, LEAVE] * 20
     scores = quantised.score(QUESTION, passages)
     assert recorder.batch_sizes == [1] * 40
-    assert np.allclose(scores, full.score(QUESTION, passages), atol=1e-4)
+    alone = [full.score(QUESTION, [passage])[0] for passage in passages[:2]]
+    assert np.array_equal(scores[:2], np.array(alone, dtype=np.float32))
+    batched.batch_sizes.clear()
+    full.score(QUESTION, passages)
     assert batched.batch_sizes == [16, 16, 8]
 
 
