@@ -114,11 +114,11 @@ class Context:
             "cross-encoder reads the question with each chunk), 'judge-veto' (the calibrated "
             "grades, and a chunk the judge scores under its cut cannot pass) or 'judge-rescue' "
             "(the calibrated grades, and a chunk the judge scores over its cut passes). "
-            "Whichever grader, "
-            "a chunk headed with another kind of what the question asks about ('Annual leave' "
-            "for parental leave) cannot pass. The calibrated one answers more paraphrases; the "
-            "linear one abstains more when the corpus lacks the answer; the judge refuses "
-            "more near misses and abstains wrongly more often (docs/evaluation.md)."
+            "Whichever grader, a chunk headed with another kind of what the question asks "
+            "about ('Annual leave' for parental leave) cannot pass. The calibrated one answers "
+            "more paraphrases; the linear one abstains more when the corpus lacks the answer; "
+            "the judge refuses more near misses and abstains wrongly more often "
+            "(docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(
