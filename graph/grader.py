@@ -455,9 +455,7 @@ pooled (`benchmarks/fit_judge.py`, the rescue), and reported on the fifth and th
 reporting halves (docs/evaluation.md, "The judge as a rescue")."""
 
 
-def judge_rescued(
-    candidates: Sequence[Candidate], question: str, threshold: float
-) -> list[float]:
+def judge_rescued(candidates: Sequence[Candidate], question: str, threshold: float) -> list[float]:
     """The default's grades, with each chunk the judge scores at or above JUDGE_RESCUE_CUT
     raised to the operating point. On the questions written apart the default says "not
     covered" for paraphrases whose chunk it found (the words differ: "change" for "rotated"),

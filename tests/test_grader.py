@@ -190,9 +190,7 @@ def ask(question: str, index: Path, **context: Any) -> dict[str, Any]:
     return {**final, "candidates": research["candidates"], "documents": research["documents"]}
 
 
-@pytest.mark.parametrize(
-    "offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"]
-)
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"])
 def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: str) -> None:
     out = ask(API_KEY_QUESTION, handbook_index, offline_grader=offline_grader)
     assert out["candidates"][0]["document"].metadata["source"] == "keys.md"
@@ -201,9 +199,7 @@ def test_worked_example_with_each_grader(handbook_index: Path, offline_grader: s
     assert out["citations"][0]["chunk_id"].startswith("keys.md#rotation")
 
 
-@pytest.mark.parametrize(
-    "offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"]
-)
+@pytest.mark.parametrize("offline_grader", ["calibrated", "linear", "judge-veto", "judge-rescue"])
 def test_parental_leave_is_not_covered_with_each_grader(
     handbook_index: Path, offline_grader: str
 ) -> None:
