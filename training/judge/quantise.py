@@ -88,18 +88,17 @@ def check(
     Pearson >= MIN_CORRELATION and a held-out AUC no more than MAX_AUC_LOSS below fp32's."""
     labels = np.array([int(str(r["label"])) for r in rows])
     full, quantised = scores(fp32, rows, max_length), scores(int8, rows, max_length, batch=1)
+    pearson = round(float(np.corrcoef(full, quantised)[0, 1]), 4)
+    auc_fp32, auc_int8 = auc(full, labels), auc(quantised, labels)
     result: dict[str, object] = {
         "held_out_pairs": len(rows),
         "quantisation": QUANTISATION,
         "onnxruntime": ort.__version__,
-        "pearson_int8_vs_fp32": round(float(np.corrcoef(full, quantised)[0, 1]), 4),
-        "held_out_auc_fp32": auc(full, labels),
-        "held_out_auc_int8": auc(quantised, labels),
+        "pearson_int8_vs_fp32": pearson,
+        "held_out_auc_fp32": auc_fp32,
+        "held_out_auc_int8": auc_int8,
     }
-    keep = (
-        float(str(result["pearson_int8_vs_fp32"])) >= MIN_CORRELATION
-        and auc(quantised, labels) >= auc(full, labels) - MAX_AUC_LOSS
-    )
+    keep = pearson >= MIN_CORRELATION and auc_int8 >= auc_fp32 - MAX_AUC_LOSS
     return result, keep
 
 
