@@ -469,6 +469,19 @@ def judge_rescued(candidates: Sequence[Candidate], question: str, threshold: flo
     ]
 
 
+JUDGE_GRADERS: tuple[OfflineGrader, ...] = ("judge", "judge-veto", "judge-rescue")
+"""The offline graders that read the judge's logits."""
+
+
+def prepare_offline_grader(grader: OfflineGrader) -> None:
+    """Start loading what `grader` will read, for a run about to start (a cold `footnote
+    ask`): the judge loads on its own thread while the process imports and searches."""
+    if grader in JUDGE_GRADERS:
+        from footnote.models.judge import load_judge_early
+
+        load_judge_early()
+
+
 def judge_logits(candidates: Sequence[Candidate], question: str) -> list[float]:
     """The judge's logit for each candidate (Footnote's cross-encoder, models/judge.py), which
     reads the question with the chunk's heading path and text, so a near miss that shares

@@ -2,7 +2,7 @@
 served API keys, when, what they named, and whether it was done, refused or failed.
 
 One home per deployment: `$FOOTNOTE_AUDIT_LOG`, else `audit.jsonl` in the deployment's state
-folder (`$FOOTNOTE_STATE_DIR`, see `footnote.models.embedding_choice.state_dir`), whatever
+folder (`$FOOTNOTE_STATE_DIR`, see `footnote.store.private.state_dir`), whatever
 index a record is about (each record names it). The server, `footnote audit` and
 `footnote keys` use this one rule, and `footnote serve` passes the location it resolved to
 its server processes, so the command line and the server read and write one file. (Earlier
@@ -46,9 +46,9 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any, Literal
 
-from footnote.models.embedding_choice import state_dir
 from footnote.store.backends import is_postgres
 from footnote.store.postgres import redact
+from footnote.store.private import state_dir
 
 AUDIT_ENV = "FOOTNOTE_AUDIT_LOG"
 AUDIT_NAME = "audit.jsonl"

@@ -37,8 +37,8 @@ from footnote.ingest.documents import ParseError
 from footnote.ingest.isolation import stop_workers
 from footnote.ingest.limits import setting_number
 from footnote.ingest.pipeline import DEFAULT_MAX_SECONDS
-from footnote.models.embedding_choice import state_dir
 from footnote.store import lock, types
+from footnote.store.private import state_dir
 
 JOBS_ENV = "FOOTNOTE_INDEXER_JOBS"
 DEFAULT_JOBS = 2

@@ -27,10 +27,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from footnote.ingest.connectors.base import ConnectorError
-from footnote.ingest.connectors.registry import kind_of
 from footnote.ingest.roots import connector_scheme, is_url
-from footnote.models.embedding_choice import state_dir
 from footnote.store.backends import is_postgres
+from footnote.store.private import state_dir
 
 SOURCE_ROOTS_ENV = "FOOTNOTE_SOURCE_ROOTS"
 """Folders whose files a served admin may add as sources, separated by `os.pathsep`."""
@@ -107,6 +106,11 @@ class ServedSourcePolicy:
         if is_url(value):
             return value
         if connector_scheme(value) is not None:
+            # The registry imports every connector and the parsers they use (a fifth of a
+            # second); this module's constants are read by the command line's parser, which
+            # should not pay for that, so the registry is loaded when a connector is judged.
+            from footnote.ingest.connectors.registry import kind_of
+
             try:
                 return kind_of(value).served(value, self._local_path)
             except ConnectorError as exc:

@@ -32,13 +32,12 @@ from footnote.models.embeddings import (
     load_embeddings,
 )
 from footnote.models.providers import ProviderProblem
-from footnote.store.private import private_dir, write_private_text
+from footnote.store.private import private_dir, state_dir, write_private_text
 from footnote.store.types import IndexMismatch
 
 EmbeddingsSetting = str | Embeddings
 """What `embeddings=` accepts: a model string or a LangChain `Embeddings` object."""
 
-STATE_ENV = "FOOTNOTE_STATE_DIR"
 RECORD_FILE = "index-embeddings.json"
 
 
@@ -117,15 +116,6 @@ def embeddings_for_index(
         f"the index was built with embeddings {built_with[:80]!r}: pass them explicitly "
         "(--embeddings, or the `embeddings` setting) to load that model"
     )
-
-
-def state_dir() -> Path:
-    """The user's own Footnote folder: $FOOTNOTE_STATE_DIR, else $XDG_STATE_HOME/footnote,
-    else ~/.local/state/footnote."""
-    if os.environ.get(STATE_ENV):
-        return Path(os.environ[STATE_ENV])
-    base = os.environ.get("XDG_STATE_HOME")
-    return (Path(base) if base else Path.home() / ".local" / "state") / "footnote"
 
 
 def _record_path() -> Path:

@@ -21,6 +21,16 @@ PRIVATE_FILE = 0o600
 OTHERS_READ_WRITE = 0o066
 """A folder with none of these bits lets no one else list it or change it."""
 OTHERS_ANY = 0o077
+STATE_ENV = "FOOTNOTE_STATE_DIR"
+
+
+def state_dir() -> Path:
+    """The user's own Footnote folder: $FOOTNOTE_STATE_DIR, else $XDG_STATE_HOME/footnote,
+    else ~/.local/state/footnote."""
+    if os.environ.get(STATE_ENV):
+        return Path(os.environ[STATE_ENV])
+    base = os.environ.get("XDG_STATE_HOME")
+    return (Path(base) if base else Path.home() / ".local" / "state") / "footnote"
 
 
 def private_dir(path: str | Path) -> Path:

@@ -182,13 +182,13 @@ def test_a_damaged_judge_gives_one_clear_error_from_the_reranker(
     from footnote.tools.rerank import RerankerError, make_reranker
 
     (judge_copy / "model.onnx").write_bytes(b"not a model")
-    load_judge.cache_clear()
+    judge_module._shipped_judge.cache_clear()
     monkeypatch.setattr(judge_module, "JUDGE_DIR", judge_copy)
     try:
         with pytest.raises(RerankerError, match="does not match the checksum"):
             make_reranker("judge", load_embeddings(""))
     finally:
-        load_judge.cache_clear()
+        judge_module._shipped_judge.cache_clear()
 
 
 def test_the_judge_grader_puts_its_fitted_threshold_at_the_operating_point(
@@ -220,3 +220,57 @@ def test_the_judge_grader_puts_its_fitted_threshold_at_the_operating_point(
         assert (grade >= OPERATING_GRADE) == (float(logit) >= JUDGE_THRESHOLD)
     assert offline_grades([], "judge", QUESTION) == []
     assert not reads_token_recall("judge", QUESTION)
+
+
+def test_a_judge_loaded_early_is_built_once_and_handed_to_the_grader(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """load_judge_early starts the load on a thread; a load_judge() that arrives meanwhile
+    waits for that load and gets the same judge, never a second 90 MB session."""
+    import threading
+
+    from footnote.models import judge as judge_module
+
+    built: list[object] = []
+    started, release = threading.Event(), threading.Event()
+
+    class SlowJudge:
+        def __init__(self) -> None:
+            started.set()
+            release.wait(5)  # still loading when the grader asks
+            built.append(self)
+
+    monkeypatch.setattr(judge_module, "Judge", SlowJudge)
+    judge_module._shipped_judge.cache_clear()
+    try:
+        judge_module.load_judge_early()
+        assert started.wait(5)
+        threading.Timer(0.2, release.set).start()
+        judge = load_judge()
+        assert judge is built[0] and len(built) == 1
+        assert load_judge() is judge
+    finally:
+        judge_module._shipped_judge.cache_clear()
+
+
+def test_a_damaged_judge_loaded_early_is_reported_by_the_load_that_needs_it(
+    judge_copy: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The early load keeps quiet about a damaged file (it runs on a thread no one reads); the
+    grader's own load meets the same file and gives the clear error."""
+    import threading
+
+    from footnote.models import judge as judge_module
+
+    (judge_copy / "model.onnx").write_bytes(b"not a model")
+    monkeypatch.setattr(judge_module, "JUDGE_DIR", judge_copy)
+    judge_module._shipped_judge.cache_clear()
+    try:
+        judge_module.load_judge_early()
+        for thread in threading.enumerate():
+            if thread.name == "footnote-judge-load":
+                thread.join(10)
+        with pytest.raises(JudgeModelError, match="does not match the checksum"):
+            load_judge()
+    finally:
+        judge_module._shipped_judge.cache_clear()

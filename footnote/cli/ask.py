@@ -27,15 +27,19 @@ def cmd_ask(args: argparse.Namespace) -> int:
     from langchain_core.runnables import RunnableConfig
 
     from footnote.graph.context import Context
-    from footnote.graph.graph import make_graph
-    from footnote.graph.model_calls import describe_failure
-    from footnote.graph.state import InputState
+    from footnote.graph.grader import prepare_offline_grader
     from footnote.store.types import IndexError_
 
     missing = _missing_index_status(args.index)
     if missing is not None:
         return missing
     context = Context(index_dir=args.index, **context_settings(args, ANSWER_SETTINGS))
+    if not context.model:  # graded offline: its model loads while the graph is imported
+        prepare_offline_grader(context.offline_grader)
+    from footnote.graph.graph import make_graph
+    from footnote.graph.model_calls import describe_failure
+    from footnote.graph.state import InputState
+
     conversation = None
     if getattr(args, "thread", None):
         from footnote.cli.chat import Conversation, ThreadProblem

@@ -30,7 +30,8 @@ class ThreadProblem(ValueError):
 
 def history_path(index: str, thread: str) -> Path:
     """Where a thread's history lives: state folder / chats / index digest / THREAD.json."""
-    from footnote.models.embedding_choice import record_key, state_dir
+    from footnote.models.embedding_choice import record_key
+    from footnote.store.private import state_dir
 
     if not THREAD_NAME.fullmatch(thread):
         raise ThreadProblem(

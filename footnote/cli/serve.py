@@ -148,7 +148,7 @@ def _serve_problem(args: argparse.Namespace) -> int | None:
 
 def serve_log(given: str, port: int) -> Path:
     """Where the server's own log goes: --log-file, else the user's Footnote state folder."""
-    from footnote.models.embedding_choice import state_dir
+    from footnote.store.private import state_dir
 
     path = Path(given) if given else state_dir() / f"serve-{port}.log"
     path.parent.mkdir(parents=True, exist_ok=True)

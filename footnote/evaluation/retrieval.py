@@ -190,7 +190,7 @@ def eval_workspace(dataset_dir: str | Path) -> Path:
     """Where `footnote eval` keeps a dataset's passages and index: one folder per dataset path
     in the user's state folder, so evaluating a dataset that lives in a checkout
     (tests/fixtures/beir_tiny) writes nothing into the checkout."""
-    from footnote.models.embedding_choice import state_dir
+    from footnote.store.private import state_dir
 
     root = Path(dataset_dir).resolve()
     digest = hashlib.sha256(str(root).encode("utf-8")).hexdigest()[:12]

@@ -566,7 +566,7 @@ root's deployment keeps its data where a system service's state lives instead.""
 def default_data_dir() -> Path:
     """Where a trial deployment keeps its database and logs: the user's Footnote folder, or
     for root (unless $FOOTNOTE_STATE_DIR or $XDG_STATE_HOME names one) `SYSTEM_DATA_DIR`."""
-    from footnote.models.embedding_choice import STATE_ENV, state_dir
+    from footnote.store.private import STATE_ENV, state_dir
 
     if os.geteuid() == 0 and not (os.environ.get(STATE_ENV) or os.environ.get("XDG_STATE_HOME")):
         return SYSTEM_DATA_DIR

@@ -26,9 +26,9 @@ from footnote.ingest.connectors import (
     slack,
 )
 from footnote.ingest.connectors.base import Connector, ConnectorError
-from footnote.models.embedding_choice import record_key, state_dir
+from footnote.models.embedding_choice import record_key
 from footnote.store.backends import is_postgres
-from footnote.store.private import private_dir
+from footnote.store.private import private_dir, state_dir
 
 _PORTS = {"https": 443, "ssh": 22}
 
