@@ -60,9 +60,11 @@ for 0.128 of leave-gold-out questions against 0.170; on debfaq it is level or be
 (docs/evaluation.md, "The default grader"). On questions written apart from the project (sets
 by writers who saw only the handbook) it is near chance at answer or abstain. "judge-rescue"
 does better there and passed every quality rule fixed before the fifth such set was read (0.333
-answered right against 0.208, near misses level, the FAQ corpora level or better), but loading
-the judge makes a cold `footnote ask` about 0.4 s slower, over its 3 s budget, so by that
-rule it stays opt-in (docs/evaluation.md, "The judge as a rescue")."""
+answered right against 0.208, near misses level, the FAQ corpora level or better). Its cold
+`footnote ask` is now within the 3 s budget (2.4 s, the judge loading on a thread), but as the
+default it fails one test of the suite: a hop adds a chunk that does not answer its clause
+(tests/test_hops.py). So by the rule fixed for it, it stays opt-in (docs/evaluation.md, "The judge
+as a rescue")."""
 
 FEATURES = (
     "dense",
