@@ -45,6 +45,7 @@ APART_SETS = (
     "written_apart_3",
     "written_apart_4",
     "written_apart_5",
+    "written_apart_6",
 )
 """The sets written apart from the project, each reported on its own."""
 

@@ -60,6 +60,7 @@ LATER_SETS = (
     "written_apart_3",
     "written_apart_4",
     "written_apart_5",
+    "written_apart_6",
 )
 """The question sets written after the method, each reported apart from "main"."""
 
