@@ -14,7 +14,8 @@ a set: "original" (written while building graph/hops.py, not held out), "written
 (written once the method was fixed, split into a fitting and a reporting half before any run)
 or "written_apart", "written_apart_2", "written_apart_4", "written_apart_5" and
 "written_apart_6" (each written by a separate writer who saw only the handbook, all
-reporting); the report gives the share per set and half. `--offline-grader` asks with another offline grader than the default.
+reporting); the report gives the share per set and half. `--offline-grader` asks with
+another offline grader than the default.
 """
 
 from __future__ import annotations
