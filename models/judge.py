@@ -162,8 +162,10 @@ def load_judge_early() -> None:
     both steps release the GIL: started before a cold `footnote ask` imports the graph (a
     second of Python on one core), the load runs on the other core and is done by the time
     the grader asks for it. A failure is not reported here: the grader's own load_judge()
-    meets it again and says what is wrong."""
-    threading.Thread(target=_load_quietly, name="footnote-judge-load", daemon=True).start()
+    meets it again and says what is wrong. The thread is not a daemon: a command that ends
+    early (an index it cannot read) waits for the load to finish rather than tearing the
+    interpreter down under onnxruntime while it builds a session."""
+    threading.Thread(target=_load_quietly, name="footnote-judge-load").start()
 
 
 def _load_quietly() -> None:
