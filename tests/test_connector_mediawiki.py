@@ -36,6 +36,7 @@ from tests.mediawiki_server import (  # noqa: F401 (a fixture)
     serve,
     wiki_template,
 )
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -318,10 +319,12 @@ def test_a_sync_killed_mid_run_and_run_again_leaves_no_duplicate_chunks(
         cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:
-        deadline = time.monotonic() + 120
-        while len(content_reads(wiki)) == before and time.monotonic() < deadline:
-            assert process.poll() is None, "the sync ended before it could be killed"
-            time.sleep(0.02)
+        wait_for(
+            lambda: len(content_reads(wiki)) > before,
+            process=process,
+            what="the sync to read a page's content",
+        )
+        assert process.poll() is None, "the sync ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.kill()

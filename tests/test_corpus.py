@@ -157,29 +157,45 @@ def test_front_matter_access_change_of_a_root_rereads_it(locate: Locate, tmp_pat
     assert found(index, "okapi") == set() and found(index, "okapi", groups=("finance",)) == {"a.md"}
 
 
-class SlowEmbeddings:
-    """The real model, made slow to embed: the budget must count embedding time."""
+class BudgetClock:
+    """`time` as the file budget reads it (ingest/limits.py) and as the embedding steps are
+    timed (models/cached.py): the real monotonic clock, plus what the slow model has spent."""
 
-    def __init__(self, model: Any, delay: float) -> None:
-        self.model, self.delay = model, delay
+    def __init__(self) -> None:
+        self.spent = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.spent
+
+
+class SlowEmbeddings:
+    """The real model, made slow to embed on the budget's clock (no sleeping): the budget
+    must count embedding time."""
+
+    def __init__(self, model: Any, delay: float, clock: BudgetClock) -> None:
+        self.model, self.delay, self.clock = model, delay, clock
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.model, name)
 
     def embed_array(self, texts: list[str]) -> Any:
-        time.sleep(self.delay * len(texts) / 64)
+        self.clock.spent += self.delay * len(texts) / 64
         return self.model.embed_array(texts)
 
 
 def test_per_file_budget_covers_embedding(
     locate: Locate, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from footnote.models import embedding_choice
+    from footnote.ingest import limits
+    from footnote.models import cached, embedding_choice
     from footnote.models.embeddings import load_embeddings
 
     model = load_embeddings("")
+    clock = BudgetClock()
+    monkeypatch.setattr(limits, "time", clock)
+    monkeypatch.setattr(cached, "time", clock)
     monkeypatch.setattr(
-        embedding_choice, "load_embeddings", lambda name: SlowEmbeddings(model, 4.0)
+        embedding_choice, "load_embeddings", lambda name: SlowEmbeddings(model, 4.0, clock)
     )
     docs = tmp_path / "docs"
     big = "\n\n".join(f"## Part {i}\n\nThe narwhal paragraph number {i}." for i in range(300))

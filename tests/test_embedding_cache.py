@@ -9,7 +9,6 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +23,7 @@ from footnote.store.files import load_index
 from footnote.store.types import IndexCorrupt
 from tests.counting_embedder import CountingEmbeddings, logged_texts, vector
 from tests.pg_fixture import PgServer
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -93,12 +93,15 @@ def test_resume_after_sigkill_re_embeds_nothing_already_done(tmp_path: Path) -> 
     command = [sys.executable, "-m", "tests.counting_embedder", str(corpus), str(index)]
     process = subprocess.Popen([*command, str(log), "0.3"], cwd=REPO)
     try:
-        deadline = time.monotonic() + 60
         # 16 logged: the embedder logs a batch of 4 as it embeds it, and the cache commits
         # it after, so the first 12 are committed once the fourth batch is logged
-        while len(logged_texts(log)) < 16 and time.monotonic() < deadline:
-            assert process.poll() is None, "ingest ended before it could be killed"
-            time.sleep(0.05)
+        wait_for(
+            lambda: len(logged_texts(log)) >= 16,
+            process=process,
+            what="the fourth batch to be embedded",
+            timeout_s=60,
+        )
+        assert process.poll() is None, "ingest ended before it could be killed"
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.kill()
