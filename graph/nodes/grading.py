@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from langchain_core.documents import Document
 from langgraph.runtime import Runtime
 
 from footnote.graph import prompts
@@ -68,6 +69,20 @@ def _round_trace(
     }
 
 
+def first_evidence_after_hop(
+    first: Sequence[Document], hop_kept: Sequence[Document]
+) -> list[Document]:
+    """The first round's evidence, less the chunks the graph's hop found again.
+
+    The hop is planned from the best document alone (graph/hops.py): the other documents the
+    first round kept were not trusted to answer the clause it leaves open. A chunk of theirs
+    that the hop's own search finds and passes for that clause is the hop's evidence, so it
+    moves after the first evidence, where the part's answer and its hops report look for what
+    the hop found, instead of making way for the next chunk that passes."""
+    again = {d.id for d in hop_kept}
+    return [d for d in first if d.id not in again]
+
+
 class GradingNodes(ModelNodes):
     """A part's grading node (on `PartState`)."""
 
@@ -89,15 +104,17 @@ class GradingNodes(ModelNodes):
             : context.keep_k
         ]
         graph_hop = state.strategy == "hop" and state.search_stage == "graph"
-        if graph_hop:  # the graph's hop is for the documents the first evidence lacked
-            had = {d.metadata.get("source") for d in state.documents}
-            kept = [d for d in kept if d.metadata.get("source") not in had]
+        if graph_hop:  # the graph's hop is for what the best document left open
+            best = state.documents[0].metadata.get("source") if state.documents else None
+            kept = [d for d in kept if d.metadata.get("source") != best]
         trace = _round_trace(state, context, candidates, grades, {d.id for d in kept}, method)
         hop_update: dict[str, Any] = {}
         if graph_hop:
             trace["entities"] = list(state.hop_entities)
-            hop_update = {"search_stage": ""}
-        if state.strategy == "hop":  # a hop adds to what the first search found
+            first = first_evidence_after_hop(state.documents, kept)
+            hop_update = {"search_stage": "", "first_evidence": len(first)}
+            kept = [*first, *kept]
+        elif state.strategy == "hop":  # a hop adds to what the first search found
             seen = {d.id for d in state.documents}
             kept = [*state.documents, *(d for d in kept if d.id not in seen)]
         runtime.stream_writer(
