@@ -19,8 +19,8 @@ fast a page is acknowledged). Without a model, a hop is planned from two things:
 Nothing left open, or neither a bridge nor an open clause: no hop, and the part's answer is
 what it was. Otherwise one more search, through the graph stage, for the bridges' names and
 the residual question; its chunks are graded against that hop query, and those of documents
-other than the best one are the hop's evidence (a chunk the first round had kept as well
-included: graph/nodes/grading.py, `first_evidence_after_hop`).
+the first evidence lacked are added, down to the first one of a document it already had (the
+open clause's answer is held already: graph/nodes/grading.py, `hop_evidence`).
 
 Every count here is over the caller's visible chunks (the search's own mask), so a bridge is
 never a name found only in a document the caller may not read, and the hop's search applies

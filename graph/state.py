@@ -172,6 +172,9 @@ class Finding(TypedDict):
     """The offline hop's search (graph/hops.py); empty when the part made none."""
     first_evidence: NotRequired[int]
     """How many of `documents` the first search kept; those after it are the hop's."""
+    hop_sources: NotRequired[list[str]]
+    """The documents the offline hop found for what the first evidence left open: those it
+    added, and the first one it found again among the first evidence."""
 
 
 class Hop(TypedDict):
@@ -181,7 +184,7 @@ class Hop(TypedDict):
     entities: list[str]
     query: str
     sources: list[str]
-    """The documents the hop added."""
+    """The documents the hop found: those it added, then the first it already had (if any)."""
 
 
 @dataclass(kw_only=True)
@@ -252,6 +255,8 @@ class PartState:
     """The offline hop's search: the bridges' names and what the first evidence left open."""
     first_evidence: int = 0
     """How many of `documents` came before the hop."""
+    hop_sources: list[str] = field(default_factory=list)
+    """The documents the offline hop found: those it added, and the first it already had."""
     max_searches: int = 1
     """The part's share of the turn's search budget."""
     max_model_calls: int = 0

@@ -16,6 +16,7 @@ from footnote.feedback.why import answer_record
 from footnote.graph.graph import graph as exported_graph
 from footnote.graph.graph import make_graph
 from footnote.graph.hops import residual_question
+from footnote.graph.nodes.grading import hop_evidence
 from footnote.graph.prompts import NOT_COVERED
 
 TWO_HOP = (
@@ -237,3 +238,37 @@ def test_an_open_clause_is_searched_in_its_own_words(handbook_index: Path) -> No
     assert {"onboarding.md", "deploy.py"} <= set(cited(out)), out["messages"][-1].content
     assert [hop["entities"] for hop in out["footnote_hops"]] == [[]]
     assert "deploy.py" in out["footnote_hops"][0]["sources"]
+
+
+def chunk(source: str, n: int) -> Document:
+    return Document(page_content=f"{source} {n}", id=f"{source}#{n}", metadata={"source": source})
+
+
+def test_a_hop_adds_what_ranks_above_a_document_it_already_had() -> None:
+    first = [chunk("onboarding.md", 0), chunk("deploy.py", 0)]
+    found = [chunk("vpn.md", 0), chunk("deploy.py", 1), chunk("security-policy.txt", 0)]
+    added, sources = hop_evidence(first, found)
+    assert added == found[:1]
+    assert sources == ["vpn.md", "deploy.py"], "the document found again is reported, not added"
+    assert hop_evidence(first, found[2:]) == (found[2:], ["security-policy.txt"])
+    assert hop_evidence(first, []) == ([], [])
+
+
+def test_a_hop_that_finds_a_document_the_first_round_kept_adds_nothing_after_it(
+    handbook_index: Path,
+) -> None:
+    """With the rescue, the first round keeps deploy.py beside onboarding.md. The hop is planned
+    from onboarding.md alone and its search for the open clause reaches deploy.py again: the
+    clause's answer is held, and the chunk ranked after it (security-policy.txt, which does not
+    say what has to succeed) is not added."""
+    question = (
+        "In my first week I ship a change to production with my buddy: what has to succeed "
+        "before a production rollout?"
+    )
+    out = ask(question, handbook_index, offline_grader="judge-rescue")
+    assert out["footnote_hops"] == [
+        {"part": 0, "entities": [], "query": out["footnote_hops"][0]["query"],
+         "sources": ["deploy.py"]}
+    ]  # fmt: skip
+    assert {"onboarding.md", "deploy.py"} <= set(cited(out))
+    assert "security-policy.txt" not in cited(out), out["messages"][-1].content

@@ -40,16 +40,15 @@ _NO_FINDING: Finding = {"index": -1, "question": "", "documents": [], "searches"
 
 
 def _hops(plan: Sequence[PlannedPart], findings: dict[int, Finding]) -> list[Hop]:
-    """The parts whose hop through the entity graph added documents, for the answer."""
+    """The parts whose hop through the entity graph found documents (added to the evidence,
+    or found again in it), for the answer."""
     out: list[Hop] = []
     for part in plan:
         finding = findings.get(part["index"], _NO_FINDING)
-        first = finding.get("first_evidence", 0)
-        if finding.get("hop_query") and 0 < first < len(finding["documents"]):
-            added = [str(d.metadata.get("source", "")) for d in finding["documents"][first:]]
+        if finding.get("hop_query") and finding.get("hop_sources"):
             out.append({"part": part["index"], "entities": list(finding.get("hop_entities", [])),
                         "query": finding.get("hop_query", ""),
-                        "sources": list(dict.fromkeys(added))})  # fmt: skip
+                        "sources": list(finding.get("hop_sources", []))})  # fmt: skip
     return out
 
 

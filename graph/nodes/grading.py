@@ -69,18 +69,29 @@ def _round_trace(
     }
 
 
-def first_evidence_after_hop(
-    first: Sequence[Document], hop_kept: Sequence[Document]
-) -> list[Document]:
-    """The first round's evidence, less the chunks the graph's hop found again.
+def hop_evidence(
+    first: Sequence[Document], found: Sequence[Document]
+) -> tuple[list[Document], list[str]]:
+    """What the graph's hop adds to the first evidence, and the documents it found.
 
-    The hop is planned from the best document alone (graph/hops.py): the other documents the
-    first round kept were not trusted to answer the clause it leaves open. A chunk of theirs
-    that the hop's own search finds and passes for that clause is the hop's evidence, so it
-    moves after the first evidence, where the part's answer and its hops report look for what
-    the hop found, instead of making way for the next chunk that passes."""
-    again = {d.id for d in hop_kept}
-    return [d for d in first if d.id not in again]
+    `found` is what the hop's search passed for the clause the best document left open,
+    in retrieval order, less the best document's own chunks (the hop is planned from that
+    document alone: graph/hops.py). The other documents the first round kept were not trusted
+    to answer that clause; when the hop's search reaches one of them, the clause's answer is
+    already in the evidence, and a chunk it ranks lower would only add a document the clause
+    does not need. So the hop adds what ranks above the first chunk of a document it already
+    had, and reports that document among those it found."""
+    held = {d.metadata.get("source") for d in first}
+    added: list[Document] = []
+    for document in found:
+        if document.metadata.get("source") in held:
+            return added, _sources([*added, document])
+        added.append(document)
+    return added, _sources(added)
+
+
+def _sources(documents: Sequence[Document]) -> list[str]:
+    return list(dict.fromkeys(str(d.metadata.get("source", "")) for d in documents))
 
 
 class GradingNodes(ModelNodes):
@@ -111,9 +122,9 @@ class GradingNodes(ModelNodes):
         hop_update: dict[str, Any] = {}
         if graph_hop:
             trace["entities"] = list(state.hop_entities)
-            first = first_evidence_after_hop(state.documents, kept)
-            hop_update = {"search_stage": "", "first_evidence": len(first)}
-            kept = [*first, *kept]
+            added, found = hop_evidence(state.documents, kept)
+            hop_update = {"search_stage": "", "hop_sources": found}
+            kept = [*state.documents, *added]
         elif state.strategy == "hop":  # a hop adds to what the first search found
             seen = {d.id for d in state.documents}
             kept = [*state.documents, *(d for d in kept if d.id not in seen)]

@@ -267,6 +267,7 @@ class TurnNodes(ModelNodes):
                 "hop_entities": list(final.get("hop_entities", [])),
                 "hop_query": str(final.get("hop_query", "")),
                 "first_evidence": int(final.get("first_evidence", 0)),
+                "hop_sources": list(final.get("hop_sources", [])),
             }
             return {
                 "findings": [finding],
