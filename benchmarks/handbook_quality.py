@@ -46,6 +46,7 @@ APART_SETS = (
     "written_apart_4",
     "written_apart_5",
     "written_apart_6",
+    "written_apart_7",
 )
 """The sets written apart from the project, each reported on its own."""
 

@@ -61,6 +61,7 @@ LATER_SETS = (
     "written_apart_4",
     "written_apart_5",
     "written_apart_6",
+    "written_apart_7",
 )
 """The question sets written after the method, each reported apart from "main"."""
 
