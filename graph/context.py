@@ -106,19 +106,20 @@ class Context:
         default=DEFAULT_OFFLINE_GRADER,
         metadata={
             "description": "How chunks are graded without a model (and when a model's grades "
-            "are unusable): 'calibrated' (the default: similarity, keyword coverage and the "
+            "are unusable): 'calibrated' (similarity, keyword coverage and the "
             "question's weakest word matched word by word, with a veto on chunks that lack "
             "the question's names, fitted on the handbook set and pyfaq-core; "
             "footnote/graph/grader.json; keyword queries get the linear blend), 'linear' "
             "(0.6 x similarity + 0.4 x keyword coverage), 'judge' (Footnote's own "
             "cross-encoder reads the question with each chunk), 'judge-veto' (the calibrated "
             "grades, and a chunk the judge scores under its cut cannot pass) or 'judge-rescue' "
-            "(the calibrated grades, and a chunk the judge scores over its cut passes). "
+            "(the default: the calibrated grades, and a chunk the judge scores over its cut "
+            "passes). "
             "Whichever grader, a chunk headed with another kind of what the question asks "
-            "about ('Annual leave' for parental leave) cannot pass. The calibrated one answers "
-            "more paraphrases; the linear one abstains more when the corpus lacks the answer; "
-            "the judge refuses more near misses and abstains wrongly more often "
-            "(docs/evaluation.md)."
+            "about ('Annual leave' for parental leave) cannot pass. The rescue answers more "
+            "paraphrases than the calibrated one and lets more near misses through; the linear "
+            "one abstains more when the corpus lacks the answer; the judge alone refuses more "
+            "near misses and abstains wrongly more often (docs/evaluation.md)."
         },
     )
     max_retrieval_attempts: int = field(

@@ -4,8 +4,8 @@
   follow-up standalone and splitting a question into parts are the planner's: planner.py).
 - grading: a grade per chunk from its embedding similarity to the question, the share of
   the question's (idf-weighted) keywords it contains and its place among the other
-  candidates (`grader.py`: the calibrated model by default, or the linear blend, the judge,
-  or the calibrated model with the judge as a veto or a rescue).
+  candidates (`grader.py`: by default the calibrated model with the judge as a rescue, or the
+  calibrated model alone, the linear blend, the judge, or the judge as a veto).
 - answering: extractive; the sentences of the kept chunks closest to the question, each
   followed by its citation; a chunk of source code is quoted as its lines, in a fenced
   block cited by line (code_quotes.py).

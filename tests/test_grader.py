@@ -152,7 +152,7 @@ def test_the_fitted_threshold_is_the_operating_grade() -> None:
             assert (g >= OPERATING_GRADE) == (p >= model.threshold)
             assert math.isclose(g, OPERATING_GRADE) == math.isclose(p, model.threshold)
     assert Context().grade_threshold == OPERATING_GRADE
-    assert Context().offline_grader == "calibrated"
+    assert Context().offline_grader == "judge-rescue"
 
 
 def test_linear_grader_keeps_its_operating_point() -> None:
