@@ -8,8 +8,11 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from footnote.graph import prompts
-from footnote.graph.grader import DEFAULT_OFFLINE_GRADER, OfflineGrader, check_offline_grader
-from footnote.models.embedding_choice import check_setting
+from footnote.graph.grader_choice import (
+    DEFAULT_OFFLINE_GRADER,
+    OfflineGrader,
+    check_offline_grader,
+)
 from footnote.models.providers import ProviderProblem
 from footnote.store.backends import resolve_index
 from footnote.tools.rerank import check_reranker
@@ -242,10 +245,8 @@ class Context:
     def __post_init__(self) -> None:
         for name, kind in _FIELD_TYPES.items():
             _check_type(name, getattr(self, name), kind)
-        try:  # a string, or (embedded) any LangChain Embeddings object
-            check_setting(self.embeddings)
-        except ProviderProblem as exc:
-            raise ContextError(f"context field 'embeddings': {exc}") from None
+        if not isinstance(self.embeddings, str):  # embedded: any LangChain Embeddings object
+            self._check_embeddings_object()
         for name, low, high in _RANGES:
             value = getattr(self, name)
             if value < low or (high is not None and value > high):
@@ -260,6 +261,16 @@ class Context:
                                f"{self.planner!r}")  # fmt: skip
         check_reranker(self.reranker)
         check_offline_grader(self.offline_grader)
+
+    def _check_embeddings_object(self) -> None:
+        # imported here: the check reads LangChain's Embeddings class, which a string setting
+        # (and the command line's parser, which reads these fields) never needs
+        from footnote.models.embedding_choice import check_setting
+
+        try:
+            check_setting(self.embeddings)
+        except ProviderProblem as exc:
+            raise ContextError(f"context field 'embeddings': {exc}") from None
 
     def refuse_configurable(self, configurable: Mapping[str, Any] | None) -> None:
         """Footnote's settings come from `context`; the same names in `config["configurable"]`

@@ -22,8 +22,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from footnote.graph.grader_choice import (
+    DEFAULT_OFFLINE_GRADER,
+    JUDGE_GRADERS,
+    OfflineGrader,
+    check_offline_grader,
+)
 from footnote.graph.kinds import vetoed
 
 # The linear grade is the retriever's `relevance` too, so it lives a floor down; its pieces
@@ -38,31 +44,6 @@ from footnote.tools.documents import (
     with_token_recall,
 )
 from footnote.tools.documents import linear_score as linear_score
-
-OfflineGrader = Literal["calibrated", "linear", "judge", "judge-veto", "judge-rescue"]
-OFFLINE_GRADERS: tuple[OfflineGrader, ...] = (
-    "calibrated",
-    "linear",
-    "judge",
-    "judge-veto",
-    "judge-rescue",
-)
-DEFAULT_OFFLINE_GRADER: OfflineGrader = "judge-rescue"
-"""The calibrated grades, and a chunk Footnote's own judge (a cross-encoder reading the
-question with the chunk) scores at or above JUDGE_RESCUE_CUT passes too. The calibrated model
-alone (fitted on the handbook set and pyfaq-core, checked on debfaq) is near chance at
-answer-or-abstain on questions written apart from the project, by writers who saw only the
-handbook: it says "not covered" for most paraphrases while search ranks the right chunk near
-the top. The rescue can only turn such a "not covered" into an answer, and it passed every rule
-fixed before it was measured: on the fifth sealed set 0.333 answered right against 0.208 with
-near misses level, the FAQ corpora's reporting halves level or better; on the seventh, the
-guard (answered right and near misses not covered, averaged: 0.496 against 0.467); the whole
-suite as the default, once the hop stopped replacing a document it had found again
-(graph/nodes/grading.py, hop_evidence); and a cold `footnote ask` within 3 s, the judge loading
-on a thread. What it costs: it lets more near misses through on some sealed sets (0.450
-against 0.600 on the seventh), and the "another kind" veto (graph/kinds.py) still stops a
-chunk headed with another kind of what is asked, for every grader (docs/evaluation.md, "The
-judge as a rescue" and "The hop's evidence")."""
 
 FEATURES = (
     "dense",
@@ -469,10 +450,6 @@ def judge_rescued(candidates: Sequence[Candidate], question: str, threshold: flo
     ]
 
 
-JUDGE_GRADERS: tuple[OfflineGrader, ...] = ("judge", "judge-veto", "judge-rescue")
-"""The offline graders that read the judge's logits."""
-
-
 def prepare_offline_grader(grader: OfflineGrader) -> None:
     """Start loading what `grader` will read, for a run about to start (a cold `footnote
     ask`): the judge loads on its own thread while the process imports and searches."""
@@ -538,10 +515,3 @@ def reads_token_recall(grader: OfflineGrader, question: str = "") -> bool:
     model = shipped_grader()
     weights = zip(model.features, model.weights, strict=True)
     return any(w > 0 and f in TOKEN_RECALL_FEATURES for f, w in weights)
-
-
-def check_offline_grader(name: Any) -> None:
-    """ValueError unless `name` is one of OFFLINE_GRADERS."""
-    if name not in OFFLINE_GRADERS:
-        options = ", ".join(OFFLINE_GRADERS)
-        raise ValueError(f"unknown offline grader {name!r}: use one of {options}")

@@ -47,8 +47,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from footnote.store.backends import is_postgres
-from footnote.store.postgres import redact
 from footnote.store.private import state_dir
+from footnote.store.redaction import redact
 
 AUDIT_ENV = "FOOTNOTE_AUDIT_LOG"
 AUDIT_NAME = "audit.jsonl"

@@ -29,7 +29,7 @@ from footnote.ingest.roots import (
 from footnote.ingest.run import live_state
 from footnote.ingest.summary import IngestSummary
 from footnote.store.backends import open_writer
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 from footnote.store.types import FileRecord, IndexError_
 
 if TYPE_CHECKING:

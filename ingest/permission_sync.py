@@ -29,7 +29,7 @@ from footnote.ingest.options import DEFAULT_MAX_BYTES, IngestOptions
 from footnote.ingest.roots import CONNECTOR_KINDS, SourceRoot, read_roots
 from footnote.ingest.run import IndexRun
 from footnote.store.base import STORED, PreviousState
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 from footnote.store.types import Chunk, FileRecord, IndexMismatch
 
 _CARRIED = ("embedding", "chunking", "context", "default_access")

@@ -34,7 +34,7 @@ def require_index(location: str | Path) -> None:
     """Raise IndexNotFound unless an index is published at `location`: for the commands
     that may answer without searching (a greeting), which would otherwise never notice."""
     if current_version(location) is None:
-        from footnote.store.postgres import redact
+        from footnote.store.redaction import redact
         from footnote.store.types import IndexNotFound
 
         shown = redact(str(location))

@@ -24,7 +24,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import numpy as np
 
@@ -38,6 +38,7 @@ from footnote.store.graph_postgres import (
     drop_tables,
     load_graph,
 )
+from footnote.store.redaction import redact
 from footnote.store.text import embedding_text, keyword_tokens
 from footnote.store.types import (
     FORMAT_VERSION,
@@ -142,39 +143,6 @@ def parse_location(url: str) -> Location:
         )
     rest = urlencode([(k, v) for k, v in query if k != "index"])
     return Location(conninfo=urlunsplit(parts._replace(query=rest)), name=name)
-
-
-_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]+")
-_QUERY_PARAM = re.compile(r"([?&;])([^=&#\s]+)=([^&#\s]*)")
-_KEY_VALUE = re.compile(
-    r"(?i)\b([a-z_]*(?:pass|secret|token)[a-z_]*)(\s*=\s*)('(?:[^'\\]|\\.)*'|[^\s'&;,]+)"
-)
-_SECRET_NAME = re.compile(r"(?i)pass|secret|token")
-"""Setting names whose values are hidden: password, sslpassword, and the like."""
-
-
-def redact(text: str) -> str:
-    """`text` (a URL, a libpq `key=value` string or a message holding either) with every
-    password hidden: in a URL's user info, in its query (`?password=`, `&sslpassword=`,
-    percent-encoded names included) and in `password=...` settings."""
-    text = _URL.sub(lambda m: _redact_url(m.group(0)), text)
-    return _KEY_VALUE.sub(lambda m: f"{m.group(1)}{m.group(2)}***", text)
-
-
-def _redact_url(url: str) -> str:
-    scheme, _, rest = url.partition("://")
-    at = rest.rfind("@")
-    if at >= 0:  # everything before the last @ is user info (over-hiding beats leaking)
-        user, colon, _password = rest[:at].partition(":")
-        rest = f"{user}{colon}{'***' if colon else ''}{rest[at:]}"
-
-    def param(m: re.Match[str]) -> str:
-        hidden = _SECRET_NAME.search(unquote(m.group(2))) or _KEY_VALUE.search(
-            unquote(m.group(3))  # a value that itself holds `password=...`, encoded or not
-        )
-        return f"{m.group(1)}{m.group(2)}={'***' if hidden else m.group(3)}"
-
-    return f"{scheme}://{_QUERY_PARAM.sub(param, rest)}"
 
 
 _pools: dict[str, Any] = {}

@@ -23,7 +23,7 @@ from footnote.server.credentials import (
     write_api_keys,
 )
 from footnote.server.settings import ContextRefused, ServerSettings, SettingsError
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 from tests.conftest import RunCli
 
 SECRET = "s3cr3t-Pa55"

@@ -11,7 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.documents import Document
 
-from footnote.graph.grader import OFFLINE_GRADERS, offline_grades
+from footnote.graph.grader import offline_grades
+from footnote.graph.grader_choice import OFFLINE_GRADERS
 from footnote.graph.graph import make_graph
 from footnote.graph.kinds import compounds, names_another_kind
 from footnote.graph.prompts import NOT_COVERED

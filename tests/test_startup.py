@@ -2,7 +2,7 @@
 outside the test run; these check the causes it depends on.
 
 - The parser (every command builds it, `footnote --help` included) and a no-change ingest load
-  no search or model code, and the parser no connector or document parser.
+  no search or model code, and the parser no connector, document parser, grader or LangChain.
 - `footnote ask` graded offline by a judge grader starts loading the judge before it imports
   the graph, and only then.
 - The installed command freezes its objects out of the garbage collector before it exits, and
@@ -21,6 +21,7 @@ import pytest
 
 from footnote.cli import ask
 from footnote.graph import grader
+from footnote.graph.grader_choice import DEFAULT_OFFLINE_GRADER
 
 HEAVY = ["faiss", "bm25s", "onnxruntime", "langchain_text_splitters", "langgraph"]
 ENGINES = ["footnote.ingest.connectors.registry", "footnote.ingest.parsers", "bs4"]
@@ -38,6 +39,15 @@ def loaded_after(code: str, modules: list[str] = HEAVY) -> list[str]:
 
 def test_cli_parser_loads_no_search_or_model_code() -> None:
     assert loaded_after("from footnote.cli.main import build_parser; build_parser()") == []
+
+
+def test_cli_parser_loads_no_langchain_and_no_grader() -> None:
+    """The parser reads the answer graph's settings for `ask`'s options: the names and the
+    default of the offline graders (graph/grader_choice.py), not the graders, whose imports
+    reach LangChain (0.3 s of `footnote --help`)."""
+    build = "from footnote.cli.main import build_parser; build_parser()"
+    light = ["langchain_core", "footnote.graph.grader"]
+    assert loaded_after(build, light) == []
 
 
 def test_cli_parser_loads_no_connector_or_document_parser() -> None:
@@ -109,7 +119,7 @@ def test_ask_prepares_the_offline_grader_before_the_graph_only_when_it_grades_of
     monkeypatch.setattr(graph, "make_graph", make_graph)
     with pytest.raises(GraphImported):
         ask.cmd_ask(_ask_args(handbook_index, model))
-    assert seen == ([grader.DEFAULT_OFFLINE_GRADER, "graph"] if offline else ["graph"])
+    assert seen == ([DEFAULT_OFFLINE_GRADER, "graph"] if offline else ["graph"])
 
 
 def test_the_installed_command_freezes_its_objects_and_keeps_mains_status() -> None:

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any, cast
 
 from footnote.cli.options import add_context_options, add_index_option, context_settings
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 
 
 def _print_sources(citations: list[dict[str, Any]]) -> None:

@@ -373,7 +373,7 @@ def restore(
 
 
 def _report(exc: Exception) -> int:
-    from footnote.store.postgres import redact
+    from footnote.store.redaction import redact
 
     print(f"footnote: {redact(str(exc))}", file=sys.stderr)
     return 2

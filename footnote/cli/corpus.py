@@ -306,7 +306,7 @@ def cmd_remove(args: argparse.Namespace) -> int:
     """Like `rm`: what matched is removed; a pattern that matched nothing is named on stderr
     and makes the exit status 1."""
     from footnote.ingest import corpus
-    from footnote.store.postgres import redact
+    from footnote.store.redaction import redact
 
     missing = corpus.unmatched(args.index, args.patterns)
     found = [p for p in args.patterns if p not in missing]

@@ -9,7 +9,7 @@ from typing import Any
 
 from footnote.cli.console import skipped_lines
 from footnote.cli.options import add_index_option
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:

@@ -9,7 +9,7 @@ from typing import Any
 
 from footnote.cli.console import add_reranker_options
 from footnote.cli.options import add_index_option
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 
 
 def cmd_search(args: argparse.Namespace) -> int:

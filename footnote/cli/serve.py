@@ -10,7 +10,7 @@ from pathlib import Path
 
 from footnote.cli.corpus import add_schedule_options, served_schedule
 from footnote.cli.options import add_index_option
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 
 
 def cmd_serve(args: argparse.Namespace) -> int:

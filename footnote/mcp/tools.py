@@ -37,7 +37,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from footnote.graph.indexer import readable_documents
 from footnote.ingest import corpus
-from footnote.store.postgres import redact
+from footnote.store.redaction import redact
 from footnote.store.types import Caller, Filters, IndexError_, chunk_position
 from footnote.tools.documents import hit_to_document, relevance, retrieve_candidates
 from footnote.tools.retrieval import get_retriever

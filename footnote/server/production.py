@@ -643,8 +643,8 @@ def serve_production(args: LaunchSettings) -> int:
     import signal
 
     from footnote.server.langgraph_dev import available_port
-    from footnote.store.postgres import redact
     from footnote.store.private import private_dir
+    from footnote.store.redaction import redact
 
     if args.replicas < 1:
         print("footnote: --replicas must be at least 1", file=sys.stderr)

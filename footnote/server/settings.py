@@ -32,7 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from footnote.graph.context import SEARCH_STAGES, Context
-from footnote.graph.grader import OFFLINE_GRADERS
+from footnote.graph.grader_choice import OFFLINE_GRADERS
 from footnote.store import jsonfile
 from footnote.store.backends import is_postgres, resolve_index
 
