@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +30,7 @@ from tests.served import (
     leaked,
 )
 from tests.test_feedback import LangSmithStub
+from tests.waiting import until
 
 pytestmark = pytest.mark.integration
 
@@ -292,10 +292,8 @@ def test_feedback_after_a_group_change_is_404_like_the_thread(served: Feedbacked
     assert row["id"] in {r["id"] for r in mine}
     try:
         _regroup(served, "bob", ["sales"])
-        deadline = time.monotonic() + 30
-        while served.call("bob", "GET", f"/threads/{thread_id}").status_code != 404:
-            assert time.monotonic() < deadline, "the key file change was not picked up"
-            time.sleep(0.2)
+        until(lambda: served.call("bob", "GET", f"/threads/{thread_id}").status_code == 404,
+              what="the key file change to be picked up")  # fmt: skip
         assert served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 404
         listed = served.call("bob", "GET", "/feedback")
         assert listed.status_code == 200
@@ -306,10 +304,8 @@ def test_feedback_after_a_group_change_is_404_like_the_thread(served: Feedbacked
         assert served.call("root", "GET", f"/feedback/{row['id']}").status_code == 200
     finally:
         _regroup(served, "bob", ["hr"])
-    deadline = time.monotonic() + 30
-    while served.call("bob", "GET", f"/feedback/{row['id']}").status_code != 200:
-        assert time.monotonic() < deadline, "bob's access did not come back"
-        time.sleep(0.2)
+    until(lambda: served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 200,
+          what="bob's access to come back")  # fmt: skip
 
 
 def test_forged_thread_state_is_refused_and_never_rated(

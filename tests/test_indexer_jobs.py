@@ -29,20 +29,22 @@ def test_jobs_on_one_index_run_one_at_a_time_and_say_they_are_queued(tmp_path: P
     index = str(tmp_path / "index")
     events: dict[str, list[tuple[float, dict[str, Any]]]] = {"first": [], "second": []}
     results: dict[str, dict[str, Any]] = {}
+    first_reported = threading.Event()
+
+    def report(name: str, event: dict[str, Any]) -> None:
+        events[name].append((time.monotonic(), event))
+        if name == "first":
+            first_reported.set()
 
     def job(name: str, source: Path) -> None:
         results[name] = jobs.run_job(
-            "add",
-            index,
-            {"paths_or_urls": [str(source)]},
-            lambda event: events[name].append((time.monotonic(), event)),
+            "add", index, {"paths_or_urls": [str(source)]}, lambda event: report(name, event)
         )
         events[name].append((time.monotonic(), {"stage": "returned"}))
 
     first = threading.Thread(target=job, args=("first", docs))
     first.start()
-    while not events["first"]:
-        time.sleep(0.05)
+    assert first_reported.wait(120), "the first job reported nothing"
     other = tmp_path / "other.md"
     other.write_text("# Other\n\nThe other page, about wombats.\n")
     second = threading.Thread(target=job, args=("second", other))

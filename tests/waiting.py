@@ -31,3 +31,13 @@ def wait_for(
         else:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(INTERVAL_S)
+
+
+def until(ready: Callable[[], bool], *, what: str, timeout_s: float = 30.0) -> None:
+    """Until `ready` holds, looked at every INTERVAL_S; fails naming `what` after
+    `timeout_s`. For a state another process changes that sends no event (a served index
+    picking up a changed file)."""
+    deadline = time.monotonic() + timeout_s
+    while not ready():
+        assert time.monotonic() < deadline, f"gave up waiting: {what}"
+        time.sleep(INTERVAL_S)
