@@ -16,17 +16,24 @@ from footnote.store.text import keyword_tokens
 OPEN_SHARE = 0.5
 """A clause is left open when at least this share of its keywords is absent from the
 evidence."""
-_CLAUSE = re.compile(r"(?<=[:;?])\s+|,\s+(?=(?:how|what|when|where|who|which|why)\b)", re.I)
+_CLAUSE = re.compile(
+    r"(?<=[:;?])\s+"
+    r"|(?<=[a-z0-9)]{2}\.)\s+(?=[A-Z])"  # a sentence's end ("e.g." is not one)
+    r"|,\s+(?=(?i:how|what|when|where|who|which|why)\b)"
+    r"|\s[-\u2013\u2014]\s+(?=(?i:how|what|when|where|who|which|why|is|are|do|does|can)\b)"
+)
 
 
 def question_clauses(question: str) -> list[str]:
-    """The clauses that carry words: split after ":", ";" and "?", and before ", how ..."."""
+    """The clauses that carry words: split after ":", ";", "?" and a sentence's full stop
+    ("The policy names an environment. How do I reach it?"), and before ", how ..." or
+    " - is there ..."."""
     return [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
 
 
 def clause_keywords(clause: str) -> set[str]:
     """The clause's keyword stems, its frame ("how long") aside: any words answer that."""
-    return set(keyword_tokens(without_frame(clause)))
+    return {s for s in keyword_tokens(without_frame(clause)) if len(s) > 1}  # not "m" of "I'm"
 
 
 def open_share(clause: str, present: set[str]) -> float:

@@ -56,6 +56,59 @@ def test_a_question_s_clauses_and_what_a_text_leaves_open() -> None:
     assert open_share("how far ahead?", set(keyword_tokens("two weeks ahead"))) == 0.0
 
 
+POLICY_DATA = (
+    "The security policy tells developers which environment's datasets to use for debugging. "
+    "What do I need to have connected to reach that environment?"
+)
+ANONYMISED = Document(
+    page_content="Production data must not be copied to laptops. Use the anonymised staging "
+    "datasets for development and debugging.",
+    metadata={"source": "security-policy.txt", "title": "Security policy"},
+)
+VPN = Document(
+    page_content="The VPN is required for the staging environment and the internal wiki. "
+    "Connect with the WireGuard client before you reach staging.",
+    metadata={"source": "vpn.md", "title": "VPN access", "section": "VPN access > Connecting"},
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "clauses"),
+    [
+        (POLICY_DATA, [POLICY_DATA.split(". ")[0] + ".", POLICY_DATA.split(". ")[1]]),
+        ("My API key leaked - is there any way to reach them other than the chat channel?",
+         ["My API key leaked", "is there any way to reach them other than the chat channel?"]),
+        ("Python 3.11. How do I run it?", ["Python 3.11.", "How do I run it?"]),
+        # not a sentence's end: an abbreviation, a version, a lower-case word after the stop
+        ("What is e.g. the limit?", ["What is e.g. the limit?"]),
+        ("I use v2.0. What now?", ["I use v2.0. What now?"]),
+        ("Is the wiki on the VPN. or not?", ["Is the wiki on the VPN. or not?"]),
+        # a dash inside a word, and one before a statement, split nothing
+        ("How do I re-run a job - quickly?", ["How do I re-run a job - quickly?"]),
+    ],
+)  # fmt: skip
+def test_a_question_splits_after_a_sentence_and_before_a_dashed_question(
+    question: str, clauses: list[str]
+) -> None:
+    assert question_clauses(question) == clauses
+
+
+def test_a_clause_s_keywords_leave_out_contractions_letters() -> None:
+    """ "I'm" and "it's" give the stems "m" and "s": no evidence has them, so they would
+    count as open words of every clause that says them."""
+    clause = "What has to succeed before it's allowed to go to production?"
+    assert open_share(clause, set(keyword_tokens("production succeed allowed go"))) == 0.0
+
+
+def test_a_premise_sentence_and_its_question_are_answered_from_two_documents() -> None:
+    """The question's second sentence asks what the first names ("that environment"): the
+    policy's sentence answers the first, and the second gets one of its own from the other
+    kept document."""
+    answer = extractive_answer(POLICY_DATA, [ANONYMISED, VPN], WordVectors())  # type: ignore[arg-type]
+    assert "[1]" in answer and "[2]" in answer
+    assert "WireGuard" in answer or "VPN is required" in answer
+
+
 def test_an_open_clause_is_answered_from_another_kept_document() -> None:
     answer = extractive_answer(DAY_OFF, [COMPENSATION, BOOKING], WordVectors())  # type: ignore[arg-type]
     assert "one extra day off" in answer and "[1]" in answer
