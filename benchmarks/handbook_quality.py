@@ -47,6 +47,7 @@ APART_SETS = (
     "written_apart_5",
     "written_apart_6",
     "written_apart_7",
+    "written_apart_8",
 )
 """The sets written apart from the project, each reported on its own."""
 

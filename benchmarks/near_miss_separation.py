@@ -62,6 +62,7 @@ LATER_SETS = (
     "written_apart_5",
     "written_apart_6",
     "written_apart_7",
+    "written_apart_8",
 )
 """The question sets written after the method, each reported apart from "main"."""
 
