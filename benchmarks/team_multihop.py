@@ -8,7 +8,8 @@
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
 team, channel, system or environment named inside the text, not by a title. Each is asked
 as `footnote ask` asks it (the exported answer graph, offline, the question's groups), and
-counts when the answer's citations include both gold documents. The handbook is
+counts when the answer's citations include both gold documents; the report also gives the share
+of answers citing a document outside their gold, what quoting more costs. The handbook is
 samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data (their gold
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
 a set: "original" (written while building graph/hops.py, not held out), "written_after"
@@ -97,6 +98,7 @@ def main(argv: list[str] | None = None) -> int:
                 "set": set_of(q),
                 "question": q["question"],
                 "both": set(q["gold"]) <= set(cited),
+                "outside_gold": sorted(set(cited) - set(q["gold"])),
                 "cited": list(dict.fromkeys(cited)),
                 "hops": out.get("footnote_hops", []),
                 "searches": out.get("footnote_searches", 0),
@@ -110,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     report = {
         "both_cited": sum(r["both"] for r in rows) / max(1, len(rows)),
+        # an answer that cites a document the question does not need: the cost of quoting more
+        "cites_outside_gold": sum(bool(r["outside_gold"]) for r in rows) / max(1, len(rows)),
         "questions": len(rows),
         "by_corpus": by_corpus,
         "by_set": {
@@ -125,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in rows:
         print(f"{'both' if r['both'] else 'ONE ':5} {r['set']:20} {r['question'][:70]}")
     print(f"both documents cited: {report['both_cited']:.2f} of {len(rows)}; {by_corpus}")
+    print(f"answers citing a document outside their gold: {report['cites_outside_gold']:.2f}")
     for name, figures in report["by_set"].items():
         print(f"  {name}: {figures['both_cited']:.2f} of {figures['questions']}")
     return 0
