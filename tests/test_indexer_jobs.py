@@ -15,6 +15,7 @@ import pytest
 
 from footnote.ingest import jobs
 from footnote.server.langgraph_dev import SERVER_JOBS_ENV, server_command
+from tests.waiting import until
 
 
 def _docs(tmp_path: Path) -> Path:
@@ -161,9 +162,9 @@ def test_a_job_ends_when_the_server_that_asked_for_it_goes(tmp_path: Path) -> No
             "total": 2,
         }:
             pass  # now slow.docx (after quokka.md) is being parsed
-        time.sleep(1.0)
-        workers = psutil.Process(process.pid).children(recursive=True)
-        assert workers, "the job's parse worker was not running"
+        job = psutil.Process(process.pid)
+        until(lambda: bool(job.children(recursive=True)), what="the job's parse worker")
+        workers = job.children(recursive=True)
         process.stdin.close()
         process.wait(timeout=10)
         assert process.returncode != 0

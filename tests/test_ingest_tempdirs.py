@@ -9,7 +9,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,12 +74,12 @@ def test_an_error_or_ctrl_c_mid_run_leaves_no_folder(
 
 
 SPOOLING = """
-import sys, tempfile, time
+import signal, sys, tempfile
 tempfile.tempdir = sys.argv[1]
 from footnote.ingest.spool import FreshSpool
 held = FreshSpool(384)
 print("ready", flush=True)
-time.sleep(120)
+signal.pause()  # held until the test's SIGTERM
 """
 
 
@@ -119,7 +118,6 @@ def test_the_sweep_leaves_live_processes_and_links_alone(scratch: Path, tmp_path
         check=True,
     )
     link = scratch / f"footnote-ingest-{gone.stdout.strip()}-link"
-    link.symlink_to(target)
-    time.sleep(0.1)
+    link.symlink_to(target)  # its process is gone: subprocess.run reaped it
     assert spool.sweep_leftovers() == []
     assert live.is_dir() and link.is_symlink() and target.is_dir()
