@@ -30,7 +30,7 @@ from tests.served import (
     leaked,
 )
 from tests.test_feedback import LangSmithStub
-from tests.waiting import until
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -292,8 +292,8 @@ def test_feedback_after_a_group_change_is_404_like_the_thread(served: Feedbacked
     assert row["id"] in {r["id"] for r in mine}
     try:
         _regroup(served, "bob", ["sales"])
-        until(lambda: served.call("bob", "GET", f"/threads/{thread_id}").status_code == 404,
-              what="the key file change to be picked up")  # fmt: skip
+        wait_for(lambda: served.call("bob", "GET", f"/threads/{thread_id}").status_code == 404,
+                 what="the key file change to be picked up", timeout_s=30)  # fmt: skip
         assert served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 404
         listed = served.call("bob", "GET", "/feedback")
         assert listed.status_code == 200
@@ -304,8 +304,8 @@ def test_feedback_after_a_group_change_is_404_like_the_thread(served: Feedbacked
         assert served.call("root", "GET", f"/feedback/{row['id']}").status_code == 200
     finally:
         _regroup(served, "bob", ["hr"])
-    until(lambda: served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 200,
-          what="bob's access to come back")  # fmt: skip
+    wait_for(lambda: served.call("bob", "GET", f"/feedback/{row['id']}").status_code == 200,
+             what="bob's access to come back", timeout_s=30)  # fmt: skip
 
 
 def test_forged_thread_state_is_refused_and_never_rated(

@@ -15,7 +15,7 @@ import pytest
 
 from footnote.ingest import jobs
 from footnote.server.langgraph_dev import SERVER_JOBS_ENV, server_command
-from tests.waiting import until
+from tests.waiting import wait_for
 
 
 def _docs(tmp_path: Path) -> Path:
@@ -163,8 +163,10 @@ def test_a_job_ends_when_the_server_that_asked_for_it_goes(tmp_path: Path) -> No
         }:
             pass  # now slow.docx (after quokka.md) is being parsed
         job = psutil.Process(process.pid)
-        until(lambda: bool(job.children(recursive=True)), what="the job's parse worker")
+        wait_for(lambda: bool(job.children(recursive=True)), process=process,
+                 what="the job's parse worker")  # fmt: skip
         workers = job.children(recursive=True)
+        assert workers, "the job's parse worker was not running"
         process.stdin.close()
         process.wait(timeout=10)
         assert process.returncode != 0

@@ -16,28 +16,21 @@ INTERVAL_S = 0.05
 def wait_for(
     ready: threading.Event | Callable[[], bool],
     *,
-    process: subprocess.Popen[bytes],
     what: str,
+    process: subprocess.Popen[bytes] | None = None,
     timeout_s: float = 120.0,
 ) -> None:
-    """Until `ready` holds or `process` has ended; fails naming `what` after `timeout_s`.
-    The caller checks which of the two it was."""
+    """Until `ready` holds or `process` (when given) has ended; fails naming `what` after
+    `timeout_s`. The caller checks which of the two it was. Without a process: a state
+    another process changes that sends no event (a served index picking up a changed file)."""
     is_ready = ready.is_set if isinstance(ready, threading.Event) else ready
     deadline = time.monotonic() + timeout_s
-    while not is_ready() and process.poll() is None:
+    while not is_ready() and (process is None or process.poll() is None):
         assert time.monotonic() < deadline, f"gave up waiting: {what}"
         if isinstance(ready, threading.Event):
             ready.wait(INTERVAL_S)
+        elif process is None:
+            time.sleep(INTERVAL_S)
         else:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 process.wait(INTERVAL_S)
-
-
-def until(ready: Callable[[], bool], *, what: str, timeout_s: float = 30.0) -> None:
-    """Until `ready` holds, looked at every INTERVAL_S; fails naming `what` after
-    `timeout_s`. For a state another process changes that sends no event (a served index
-    picking up a changed file)."""
-    deadline = time.monotonic() + timeout_s
-    while not ready():
-        assert time.monotonic() < deadline, f"gave up waiting: {what}"
-        time.sleep(INTERVAL_S)
