@@ -18,7 +18,7 @@ OPEN_SHARE = 0.5
 evidence."""
 _CLAUSE = re.compile(
     r"(?<=[:;?])\s+"
-    r"|(?<=[a-z0-9)]{2}\.)\s+(?=[A-Z])"  # a sentence's end ("e.g." is not one)
+    r"|(?:(?<=[a-z0-9)]{2}\.)|(?<=[A-Z]{2}\.))\s+(?=[A-Z])"  # a sentence's end, not "e.g." or "Mr."
     r"|,\s+(?=(?i:how|what|when|where|who|which|why)\b)"
     r"|\s[-\u2013\u2014]\s+(?=(?i:how|what|when|where|who|which|why|is|are|do|does|can)\b)"
 )
@@ -26,8 +26,8 @@ _CLAUSE = re.compile(
 
 def question_clauses(question: str) -> list[str]:
     """The clauses that carry words: split after ":", ";", "?" and a sentence's full stop
-    ("The policy names an environment. How do I reach it?"), and before ", how ..." or
-    " - is there ..."."""
+    ("The policy names an environment. How do I reach it?", "... on the VPN. How ...?"), and
+    before ", how ..." or " - is there ..."."""
     return [c.strip() for c in _CLAUSE.split(question) if keyword_tokens(c)]
 
 

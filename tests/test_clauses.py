@@ -79,6 +79,11 @@ VPN = Document(
         ("My API key leaked - is there any way to reach them other than the chat channel?",
          ["My API key leaked", "is there any way to reach them other than the chat channel?"]),
         ("Python 3.11. How do I run it?", ["Python 3.11.", "How do I run it?"]),
+        # after an upper-case word too ("VPN."), but not after a title ("Mr.") or "U.S."
+        ("I'm not on the VPN. How do I reach staging?",
+         ["I'm not on the VPN.", "How do I reach staging?"]),
+        ("Did Mr. Smith approve it?", ["Did Mr. Smith approve it?"]),
+        ("Is the U.S. Office open?", ["Is the U.S. Office open?"]),
         # not a sentence's end: an abbreviation, a version, a lower-case word after the stop
         ("What is e.g. the limit?", ["What is e.g. the limit?"]),
         ("I use v2.0. What now?", ["I use v2.0. What now?"]),

@@ -14,7 +14,7 @@ from langchain_core.documents import Document
 from footnote.graph.grader import offline_grades
 from footnote.graph.grader_choice import OFFLINE_GRADERS
 from footnote.graph.graph import make_graph
-from footnote.graph.kinds import compounds, names_another_kind
+from footnote.graph.kinds import compounds, names_another_kind, numbered
 from footnote.graph.prompts import NOT_COVERED
 from footnote.tools.documents import Candidate, Evidence
 
@@ -59,6 +59,40 @@ def chunk(title: str, section: str, text: str, dense: float = 0.6) -> Candidate:
 )
 def test_another_kind(question: str, section: tuple[str, str, str], another_kind: bool) -> None:
     assert names_another_kind(question, chunk(*section)) is another_kind
+
+
+SEVERITY_ONE = (
+    "On-call",
+    "On-call > Incidents",
+    "Acknowledge a page within 5 minutes. For a severity 1 incident, open an incident channel, "
+    "name an incident commander and post updates every 30 minutes.",
+)
+
+
+@pytest.mark.parametrize(
+    ("question", "another_kind"),
+    [
+        # another member of the series, and the question's own nowhere in the chunk
+        ("What am I supposed to do for a severity 2 incident?", True),
+        ("How often should we post updates during a severity 2 incident?", True),
+        # the chunk's own member, asked in other words
+        ("What do I do in a severity 1 outage?", False),
+        ("What should I do when a sev incident starts?", False),
+        # a measure is not a member: "10 minutes" against "5 minutes" is a fact to answer
+        ("Do I have to acknowledge a page within 10 minutes?", False),
+        ("Should updates go out every 15 minutes?", False),
+    ],
+)
+def test_another_numbered_member(question: str, another_kind: bool) -> None:
+    assert names_another_kind(question, chunk(*SEVERITY_ONE)) is another_kind
+
+
+def test_numbered_reads_members_not_measures_or_times() -> None:
+    assert numbered("a severity 1 incident and Python 3.11") == {("sever", "1"), ("python", "3.11")}
+    assert numbered("every 90 days, over 500 EUR, 50% done") == set()
+    assert numbered("Monday 10:00, lines 1-9, the 2nd key") == set()
+    # a stopword or the question's frame before a number names nothing
+    assert numbered("after 3 or how many 4") == set()
 
 
 def test_compounds_are_adjacent_content_words_within_a_clause() -> None:
@@ -118,3 +152,4 @@ def test_the_held_out_parental_leave_questions_are_not_covered(handbook_index: P
 def test_any_text_is_read_without_error(question: str, title: str, text: str) -> None:
     """Questions and documents are untrusted: any text gives an answer, never an error."""
     assert names_another_kind(question, chunk(title, f"{title} > {title}", text)) in (True, False)
+    assert isinstance(numbered(f"{question} {text}"), set)
