@@ -147,6 +147,24 @@ def test_the_held_out_parental_leave_questions_are_not_covered(handbook_index: P
             assert out["messages"][-1].content == NOT_COVERED, (offline_grader, question)
 
 
+def test_a_severity_2_incident_is_not_covered_by_the_severity_1_section(
+    handbook_index: Path,
+) -> None:
+    """oncall.md speaks only of severity 1 incidents; before the numbered member, the default
+    answered from it (the eighth set written apart, docs/evaluation.md). The caller is an
+    engineer, who may read oncall.md."""
+    graph: Any = make_graph()
+    context = {"index_dir": str(handbook_index), "user_groups": ["engineering"]}
+
+    def ask(question: str) -> str:
+        out = graph.invoke({"messages": [{"role": "user", "content": question}]}, context=context)
+        return str(out["messages"][-1].content)
+
+    assert ask("What am I supposed to do for a severity 2 incident?") == NOT_COVERED
+    assert ask("How often should we post updates during a severity 2 incident?") == NOT_COVERED
+    assert "every 30 minutes" in ask("How often do we post updates in a severity 1 incident?")
+
+
 @settings(max_examples=200, deadline=None)
 @given(question=st.text(max_size=200), title=st.text(max_size=80), text=st.text(max_size=300))
 def test_any_text_is_read_without_error(question: str, title: str, text: str) -> None:
