@@ -48,6 +48,7 @@ APART_SETS = (
     "written_apart_6",
     "written_apart_7",
     "written_apart_8",
+    "written_apart_9",
 )
 """The sets written apart from the project, each reported on its own."""
 
