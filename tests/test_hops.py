@@ -51,6 +51,22 @@ def test_the_two_hop_handbook_question_cites_both_documents(handbook_index: Path
     assert out["parts"][0]["covered"] is True
 
 
+def test_the_hop_s_chunks_are_graded_against_what_it_searched(handbook_index: Path) -> None:
+    """The first evidence (oncall.md) answers the day off; the hop searches the clause it left
+    open, and the booking rule answers that clause, though it says nothing of on-call: graded
+    against the whole question it fell below the cut, and only oncall.md was cited."""
+    question = (
+        "My on-call shift earned me an extra day off - where do I actually book it, "
+        "and how far ahead?"
+    )
+    out = ask(question, handbook_index, user_groups=["engineering"])
+    answer = out["messages"][-1].content
+    assert {"oncall.md", "holidays.md"} <= set(cited(out)), answer
+    assert "two weeks ahead" in answer
+    hop = out["footnote_hops"][0]
+    assert hop["sources"][0] == "holidays.md" and "book" in hop["query"]
+
+
 def test_single_hop_answers_are_unchanged(handbook_index: Path) -> None:
     out = ask(API_KEY_QUESTION, handbook_index)
     assert cited(out)[0] == "keys.md" and set(cited(out)) == {"keys.md"}

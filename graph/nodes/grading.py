@@ -102,7 +102,12 @@ class GradingNodes(ModelNodes):
         context = Context.coerce(runtime.context)
         candidates = state.candidates
         use_model = self._part_model(context, state) is not None
-        grades, notice, method = self._grade(context, state.question, candidates, use_model)
+        graph_hop = state.strategy == "hop" and state.search_stage == "graph"
+        # The graph's hop (offline) searched for what the first evidence left open: its chunks
+        # are graded against that search, not the whole question ("where do I book it, and
+        # how far ahead?" is answered by the booking rule, which says nothing of on-call).
+        asked = state.query if graph_hop else state.question
+        grades, notice, method = self._grade(context, asked, candidates, use_model)
         notices = [notice] if notice else []
         if not use_model and self.chat_model(context) is not None:
             notices += self._budget_notice(state)
@@ -114,7 +119,6 @@ class GradingNodes(ModelNodes):
         kept = [candidates[i]["document"] for i in order if grades[i] >= context.grade_threshold][
             : context.keep_k
         ]
-        graph_hop = state.strategy == "hop" and state.search_stage == "graph"
         if graph_hop:  # the graph's hop is for what the best document left open
             best = state.documents[0].metadata.get("source") if state.documents else None
             kept = [d for d in kept if d.metadata.get("source") != best]
