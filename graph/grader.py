@@ -30,7 +30,7 @@ from footnote.graph.grader_choice import (
     OfflineGrader,
     check_offline_grader,
 )
-from footnote.graph.kinds import vetoed
+from footnote.graph.kinds import numbered, vetoed
 
 # The linear grade is the retriever's `relevance` too, so it lives a floor down; its pieces
 # are named here as well, where the grading code and its benchmarks read them.
@@ -133,6 +133,8 @@ def features(candidates: Sequence[Candidate], question: str = "") -> list[dict[s
 
 _NAME = re.compile(r"\b(?:[A-Z]{2,}\w*|\w*\d\w*|\w+[._]\w+|[A-Z][a-z]+[A-Z]\w*)\b")
 """Acronyms (API, VPN, 2FA), words with digits, dotted or underscored identifiers, CamelCase."""
+_MEASURE = re.compile(r"\d+(?:(?:st|nd|rd|th)|[ap]m|h|hrs?|mins?|s|ms|d|k|x|eur|usd)?", re.I)
+"""A number, an ordinal ("2nd"), a time of day ("3am") or a measure ("24h", "5min")."""
 _CAPITALISED = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b")
 """A capitalised word inside a sentence: a product, a place, a person."""
 _ANSWER_TYPES = (
@@ -193,9 +195,14 @@ def grader_for(grader: OfflineGrader, question: str) -> OfflineGrader:
 
 
 def question_names(question: str) -> list[str]:
-    """The names in a question a chunk that answers it would contain (lowercased)."""
+    """The names in a question a chunk that answers it would contain (lowercased). A number
+    the asker measures with ("a 700 EUR pass", "50 minutes ago", "at 3am", "11:30") is their
+    situation, not a name: the rule that answers it says "over 500 EUR" or "within 5
+    minutes". A number that names a member of a series ("severity 2", "401 errors") stays."""
+    members = {number for _, number in numbered(question)}
     found = _NAME.findall(question) + _CAPITALISED.findall(question)
-    return list(dict.fromkeys(n.lower() for n in found))
+    names = [n for n in found if not _MEASURE.fullmatch(n) or n in members]
+    return list(dict.fromkeys(n.lower() for n in names))
 
 
 ANSWER_FRAME = re.compile(r"\bhow (?:long|often|soon|quickly|far|many|much)\b", re.I)

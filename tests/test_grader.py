@@ -361,6 +361,13 @@ def test_similarity_is_read_against_the_query_s_own_scores() -> None:
         ("Why does os.getcwd fail on GitHub runners?", ["os.getcwd", "github"]),
         ("How do I ask Maria for access?", ["maria"]),
         ("how many vacation days do i get?", []),
+        # a number the asker measures with is their situation, not a name
+        ("Got paged at 3am - how long do I have to acknowledge?", []),
+        ("Does my boss sign off on a 700 EUR pass?", ["eur"]),
+        ("My token is 50 minutes old, and I messaged at 11:30 on the 2nd", []),
+        # a number that names a member of a series is one
+        ("What counts as a severity 2 incident?", ["2"]),
+        ("Why am I getting 401 errors?", ["401"]),
     ],
 )
 def test_question_names(question: str, names: list[str]) -> None:
