@@ -94,12 +94,16 @@ it only reports."""
 WRITTEN_APART_10 = "handbook-written-apart-10"
 """The tenth set written apart, sealed until the rules on grading the hop's chunks were fixed:
 it only reports."""
+WRITTEN_APART_11 = "handbook-written-apart-11"
+"""The eleventh set written apart, sealed until the rules on a number the asker measures with
+were fixed: it only reports."""
 LATER = {"written_after": WRITTEN_AFTER, "written_apart": WRITTEN_APART,
          "written_apart_2": WRITTEN_APART, "written_apart_3": WRITTEN_APART,
          "written_apart_4": WRITTEN_APART_4, "written_apart_5": WRITTEN_APART_5,
          "written_apart_6": WRITTEN_APART_6, "written_apart_7": WRITTEN_APART_7,
          "written_apart_8": WRITTEN_APART_8, "written_apart_9": WRITTEN_APART_9,
-         "written_apart_10": WRITTEN_APART_10}  # fmt: skip
+         "written_apart_10": WRITTEN_APART_10,
+         "written_apart_11": WRITTEN_APART_11}  # fmt: skip
 
 
 def row(
@@ -277,7 +281,7 @@ def main() -> int:
     }
     corpora = ("handbook", WRITTEN_AFTER, WRITTEN_APART, WRITTEN_APART_4, WRITTEN_APART_5,
                WRITTEN_APART_6, WRITTEN_APART_7, WRITTEN_APART_8, WRITTEN_APART_9,
-               WRITTEN_APART_10,
+               WRITTEN_APART_10, WRITTEN_APART_11,
                *(d.name for d in DATASETS))  # fmt: skip
     for corpus in corpora:
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]

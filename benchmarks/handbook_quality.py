@@ -50,6 +50,7 @@ APART_SETS = (
     "written_apart_8",
     "written_apart_9",
     "written_apart_10",
+    "written_apart_11",
 )
 """The sets written apart from the project, each reported on its own."""
 

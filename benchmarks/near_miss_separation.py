@@ -65,6 +65,7 @@ LATER_SETS = (
     "written_apart_8",
     "written_apart_9",
     "written_apart_10",
+    "written_apart_11",
 )
 """The question sets written after the method, each reported apart from "main"."""
 

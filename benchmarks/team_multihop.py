@@ -3,7 +3,7 @@
     python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
         [--set all|original|written_after|written_apart|written_apart_2|written_apart_4|
         written_apart_5|written_apart_6|written_apart_7|written_apart_8|
-        written_apart_9|written_apart_10]
+        written_apart_9|written_apart_10|written_apart_11]
         [--offline-grader calibrated|judge-rescue|...] [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
@@ -15,7 +15,7 @@ samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
 a set: "original" (written while building graph/hops.py, not held out), "written_after"
 (written once the method was fixed, split into a fitting and a reporting half before any run)
-or "written_apart", "written_apart_2" and "written_apart_4" to "written_apart_10" (each
+or "written_apart", "written_apart_2" and "written_apart_4" to "written_apart_11" (each
 written by a separate writer who saw only the handbook, all reporting); the report gives the
 share per set and half. `--offline-grader` asks with another offline grader than the default.
 """
@@ -75,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     sets = ("all", "original", "written_after", "written_apart", "written_apart_2",
             "written_apart_4", "written_apart_5", "written_apart_6",
             "written_apart_7", "written_apart_8", "written_apart_9",
-            "written_apart_10")  # fmt: skip
+            "written_apart_10", "written_apart_11")  # fmt: skip
     parser.add_argument("--set", default="all", choices=sets)
     parser.add_argument("--offline-grader", default="", help="default: the graph's default")
     parser.add_argument("--json", action="store_true")
