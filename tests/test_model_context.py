@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,7 +25,7 @@ from footnote.ingest.corpus import sync
 from footnote.ingest.model_context import ContextFailed, context_key
 from footnote.models import embedding_choice
 from footnote.store.backends import open_writer
-from footnote.store.embedding_cache import EmbeddingCache
+from footnote.store.embedding_cache import CACHE_FILE, EmbeddingCache
 from footnote.store.text import embedding_text
 from footnote.store.types import Caller
 from footnote.tools.retrieval import Retriever
@@ -34,6 +33,7 @@ from footnote.tools.search import run_stage
 from tests.conftest import Locate
 from tests.counting_embedder import CountingEmbeddings
 from tests.stub_openai import Reply, StubOpenAI, error, prompt_of, rate_limited, text
+from tests.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[1]
 MODEL = ContextSettings(kind="model", model="openai:stub-model")
@@ -198,7 +198,6 @@ def test_a_killed_ingest_resumes_without_asking_again(
         answered[0] += 1
         if answered[0] > 10:
             killed.wait(30)
-        time.sleep(0.05)
         return situate(body)
 
     stub.default = slow
@@ -220,12 +219,33 @@ def test_a_killed_ingest_resumes_without_asking_again(
     process = subprocess.Popen(
         [sys.executable, "-c", script, str(docs), str(index)], cwd=REPO, env=env
     )
+    texts = [
+        f"Stone {page}-{part} of {tmp_path.name} is cut with wire saws and lifted."
+        for page in range(8)
+        for part in range(3)
+    ]
+
+    def stored_contexts() -> int:
+        """The contexts in the index's cache (none before the run has made the cache file:
+        opening it would make it)."""
+        if not (index / CACHE_FILE).exists():
+            return 0
+        cache = EmbeddingCache(index)
+        stored = 0
+        for page in range(8):
+            digest = hashlib.sha256((docs / f"page{page}.md").read_bytes()).hexdigest()
+            keys = [context_key(MODEL.model, digest, t) for t in texts[page * 3 : page * 3 + 3]]
+            stored += len(cache.get_raw(keys))
+        cache.close()
+        return stored
+
     try:
-        deadline = time.monotonic() + 120
-        while len(stub.chat_requests) < 10 and time.monotonic() < deadline:
-            assert process.poll() is None, "ingest ended before it could be killed"
-            time.sleep(0.02)
-        time.sleep(1.0)  # the answered documents' contexts reach the cache
+        wait_for(lambda: len(stub.chat_requests) >= 10, what="ten context requests",
+                 process=process)  # fmt: skip
+        assert process.poll() is None, "ingest ended before it could be killed"
+        # the answered documents' contexts reach the cache
+        wait_for(lambda: stored_contexts() >= 3, what="a whole document's contexts stored",
+                 process=process)  # fmt: skip
         os.kill(process.pid, signal.SIGKILL)
     finally:
         process.kill()
@@ -233,18 +253,7 @@ def test_a_killed_ingest_resumes_without_asking_again(
         killed.set()
     assert not (index / "CURRENT").exists()  # killed before publishing
     asked_before = len(stub.chat_requests)
-    texts = [
-        f"Stone {page}-{part} of {tmp_path.name} is cut with wire saws and lifted."
-        for page in range(8)
-        for part in range(3)
-    ]
-    cache = EmbeddingCache(index)
-    stored = 0
-    for page in range(8):
-        digest = hashlib.sha256((docs / f"page{page}.md").read_bytes()).hexdigest()
-        keys = [context_key(MODEL.model, digest, t) for t in texts[page * 3 : page * 3 + 3]]
-        stored += len(cache.get_raw(keys))
-    cache.close()
+    stored = stored_contexts()
     assert 3 <= stored < 24  # whole documents were stored before the kill, not all of them
 
     resumed = pipeline.ingest([docs], index, context=MODEL)
