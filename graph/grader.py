@@ -30,7 +30,7 @@ from footnote.graph.grader_choice import (
     OfflineGrader,
     check_offline_grader,
 )
-from footnote.graph.kinds import numbered, vetoed
+from footnote.graph.kinds import is_measure, numbered, vetoed
 
 # The linear grade is the retriever's `relevance` too, so it lives a floor down; its pieces
 # are named here as well, where the grading code and its benchmarks read them.
@@ -133,8 +133,6 @@ def features(candidates: Sequence[Candidate], question: str = "") -> list[dict[s
 
 _NAME = re.compile(r"\b(?:[A-Z]{2,}\w*|\w*\d\w*|\w+[._]\w+|[A-Z][a-z]+[A-Z]\w*)\b")
 """Acronyms (API, VPN, 2FA), words with digits, dotted or underscored identifiers, CamelCase."""
-_MEASURE = re.compile(r"\d+(?:(?:st|nd|rd|th)|[ap]m|h|hrs?|mins?|s|ms|d|k|x|eur|usd)?", re.I)
-"""A number, an ordinal ("2nd"), a time of day ("3am") or a measure ("24h", "5min")."""
 _CAPITALISED = re.compile(r"(?<=[a-z,;] )[A-Z][a-z]{2,}\b")
 """A capitalised word inside a sentence: a product, a place, a person."""
 _ANSWER_TYPES = (
@@ -201,7 +199,7 @@ def question_names(question: str) -> list[str]:
     minutes". A number that names a member of a series ("severity 2", "401 errors") stays."""
     members = {number for _, number in numbered(question)}
     found = _NAME.findall(question) + _CAPITALISED.findall(question)
-    names = [n for n in found if not _MEASURE.fullmatch(n) or n in members]
+    names = [n for n in found if not is_measure(n) or n in members]
     return list(dict.fromkeys(n.lower() for n in names))
 
 

@@ -51,6 +51,13 @@ _UNITS = frozenset(
     }
 )
 """Words after a number that make it a measure ("90 days", "500 EUR"), not a member's name."""
+_MEASURE = re.compile(r"\d+(?:(?:st|nd|rd|th)|[ap]m|h|hrs?|mins?|s|ms|d|k|x|eur|usd)?", re.I)
+"""A number, an ordinal ("2nd"), a time of day ("3am") or a measure ("24h", "5min")."""
+
+
+def is_measure(token: str) -> bool:
+    """Whether a token is a number, alone or with its unit stuck to it ("3am", "24h")."""
+    return _MEASURE.fullmatch(token) is not None
 
 
 def numbered(text: str) -> set[tuple[str, str]]:
