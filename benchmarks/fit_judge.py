@@ -45,6 +45,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from question_sets import HANDBOOK_QUESTIONS as QUESTIONS  # noqa: E402
+from question_sets import apart_number, handbook_later_sets  # noqa: E402
 
 from footnote.evaluation.answers import (  # noqa: E402
     DEFAULT_SEED,
@@ -69,7 +73,6 @@ from footnote.tools.documents import (  # noqa: E402
 from footnote.tools.search import SearchRequest  # noqa: E402
 
 HANDBOOK = REPO / "samples" / "handbook"
-QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 DATASETS = (REPO / "benchmarks" / "data" / "pyfaq-core", REPO / "benchmarks" / "data" / "debfaq")
 RETRIEVE_K = 8
 WRITTEN_AFTER = "handbook-written-after"
@@ -78,32 +81,20 @@ WRITTEN_APART = "handbook-written-apart"
 WRITTEN_APART_4 = "handbook-written-apart-4"
 """The fourth set written apart, sealed until the veto's rule was fixed: the veto's report; the
 rescue is fitted on it with the first three."""
-WRITTEN_APART_5 = "handbook-written-apart-5"
-"""The fifth set written apart, sealed until the rescue's rule was fixed: it only reports."""
-WRITTEN_APART_6 = "handbook-written-apart-6"
-"""The sixth set written apart, sealed until its use was fixed: it only reports."""
-WRITTEN_APART_7 = "handbook-written-apart-7"
-"""The seventh set written apart, sealed until the hop's and the rescue's rules were fixed: it
-only reports."""
-WRITTEN_APART_8 = "handbook-written-apart-8"
-"""The eighth set written apart, sealed until the rules on a question's clauses were fixed: it
-only reports."""
-WRITTEN_APART_9 = "handbook-written-apart-9"
-"""The ninth set written apart, sealed until the rules on another numbered member were fixed:
-it only reports."""
-WRITTEN_APART_10 = "handbook-written-apart-10"
-"""The tenth set written apart, sealed until the rules on grading the hop's chunks were fixed:
-it only reports."""
-WRITTEN_APART_11 = "handbook-written-apart-11"
-"""The eleventh set written apart, sealed until the rules on a number the asker measures with
-were fixed: it only reports."""
-LATER = {"written_after": WRITTEN_AFTER, "written_apart": WRITTEN_APART,
-         "written_apart_2": WRITTEN_APART, "written_apart_3": WRITTEN_APART,
-         "written_apart_4": WRITTEN_APART_4, "written_apart_5": WRITTEN_APART_5,
-         "written_apart_6": WRITTEN_APART_6, "written_apart_7": WRITTEN_APART_7,
-         "written_apart_8": WRITTEN_APART_8, "written_apart_9": WRITTEN_APART_9,
-         "written_apart_10": WRITTEN_APART_10,
-         "written_apart_11": WRITTEN_APART_11}  # fmt: skip
+
+
+def corpus_of(name: str) -> str:
+    """The corpus a later set's rows are reported under: the first three sets written apart
+    pool as WRITTEN_APART (the apart veto's fit), each later one is its own."""
+    number = apart_number(name)
+    if number is None:
+        return WRITTEN_AFTER
+    return WRITTEN_APART if number <= 3 else f"{WRITTEN_APART}-{number}"
+
+
+LATER = {name: corpus_of(name) for name in handbook_later_sets()}
+"""Each set written after the method (handbook.json's keys) and the corpus it reports under;
+every set from the fifth on only reports."""
 
 
 def row(
@@ -279,10 +270,7 @@ def main() -> int:
         "apart_veto_cut (fitted on written_apart, _2 and _3; -inf: no cut helps)": apart_veto,
         "rescue_cut (fitted on written_apart, _2, _3 and _4; inf: no cut helps)": rescue,
     }
-    corpora = ("handbook", WRITTEN_AFTER, WRITTEN_APART, WRITTEN_APART_4, WRITTEN_APART_5,
-               WRITTEN_APART_6, WRITTEN_APART_7, WRITTEN_APART_8, WRITTEN_APART_9,
-               WRITTEN_APART_10, WRITTEN_APART_11,
-               *(d.name for d in DATASETS))  # fmt: skip
+    corpora = ("handbook", *dict.fromkeys(LATER.values()), *(d.name for d in DATASETS))
     for corpus in corpora:
         mine = [r for r in rows if r["corpus"] == corpus and r["half"] == "report"]
         report[corpus] = {

@@ -13,8 +13,8 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
   fitted ("Do we have parental leave?"), which no fit has seen;
 - the set written after the default grader and its "another kind" veto were fixed
   (`written_after`: new paraphrases and near misses), apart;
-- the sets written apart (`written_apart`, `_2`, `_3`, `_4`): each by a separate writer who saw
-  only the handbook, sealed until measured; nothing is chosen on them.
+- the sets written apart (`written_apart`, `_2`, ...: handbook.json's keys): each by a
+  separate writer who saw only the handbook, sealed until measured; nothing is chosen on them.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
         [--json] [--index DIR]
@@ -32,27 +32,18 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from question_sets import HANDBOOK_QUESTIONS as QUESTIONS  # noqa: E402
+from question_sets import handbook_apart_sets  # noqa: E402
 
 from footnote.evaluation.answers import is_not_covered  # noqa: E402
 from footnote.graph.graph import make_graph  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
 
-QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 HANDBOOK = REPO / "samples" / "handbook"
-APART_SETS = (
-    "written_apart",
-    "written_apart_2",
-    "written_apart_3",
-    "written_apart_4",
-    "written_apart_5",
-    "written_apart_6",
-    "written_apart_7",
-    "written_apart_8",
-    "written_apart_9",
-    "written_apart_10",
-    "written_apart_11",
-)
-"""The sets written apart from the project, each reported on its own."""
+APART_SETS = handbook_apart_sets()
+"""The sets written apart from the project, each reported on its own (handbook.json's keys)."""
 
 
 def ask(graph: Any, question: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+from question_sets import HANDBOOK_QUESTIONS as QUESTIONS  # noqa: E402
+from question_sets import handbook_later_sets  # noqa: E402
 
 from footnote.graph.grader import measured_offline_grades  # noqa: E402
 from footnote.ingest.pipeline import ingest  # noqa: E402
@@ -51,22 +55,8 @@ from footnote.tools.documents import (  # noqa: E402
 from footnote.tools.search import SearchRequest  # noqa: E402
 
 HANDBOOK = REPO / "samples" / "handbook"
-QUESTIONS = REPO / "benchmarks" / "questions" / "handbook.json"
 RETRIEVE_K = 8
-LATER_SETS = (
-    "written_after",
-    "written_apart",
-    "written_apart_2",
-    "written_apart_3",
-    "written_apart_4",
-    "written_apart_5",
-    "written_apart_6",
-    "written_apart_7",
-    "written_apart_8",
-    "written_apart_9",
-    "written_apart_10",
-    "written_apart_11",
-)
+LATER_SETS = handbook_later_sets()
 """The question sets written after the method, each reported apart from "main"."""
 
 Embed = Callable[[Sequence[str], bool], np.ndarray]

@@ -1,9 +1,7 @@
 """Team-document multi-hop: the share of offline answers that cite BOTH gold documents.
 
     python benchmarks/team_multihop.py [--work DIR] [--corpora handbook,debfaq,pyfaq-core]
-        [--set all|original|written_after|written_apart|written_apart_2|written_apart_4|
-        written_apart_5|written_apart_6|written_apart_7|written_apart_8|
-        written_apart_9|written_apart_10|written_apart_11]
+        [--set all|original|written_after|written_apart|written_apart_2|...]
         [--offline-grader calibrated|judge-rescue|...] [--json]
 
 The questions (benchmarks/questions/multihop_team.json) each need two documents linked by a
@@ -15,9 +13,9 @@ samples/handbook; debfaq and pyfaq-core are the built corpora in benchmarks/data
 are passage ids), indexed under --work so the data stays untouched. Each question belongs to
 a set: "original" (written while building graph/hops.py, not held out), "written_after"
 (written once the method was fixed, split into a fitting and a reporting half before any run)
-or "written_apart", "written_apart_2" and "written_apart_4" to "written_apart_11" (each
-written by a separate writer who saw only the handbook, all reporting); the report gives the
-share per set and half. `--offline-grader` asks with another offline grader than the default.
+or "written_apart", "written_apart_2", ... (each written by a separate writer who saw only
+the handbook, all reporting; `--help` lists them, from the question file); the report gives
+the share per set and half. `--offline-grader` asks with another offline grader than the default.
 """
 
 from __future__ import annotations
@@ -30,7 +28,11 @@ from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-QUESTIONS = HERE / "questions" / "multihop_team.json"
+sys.path.insert(0, str(HERE))
+
+from question_sets import TEAM_QUESTIONS as QUESTIONS  # noqa: E402
+from question_sets import team_sets  # noqa: E402
+
 HANDBOOK = HERE.parent / "samples" / "handbook"
 
 
@@ -72,11 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/footnote-team-multihop"))
     parser.add_argument("--corpora", default="handbook,debfaq,pyfaq-core")
-    sets = ("all", "original", "written_after", "written_apart", "written_apart_2",
-            "written_apart_4", "written_apart_5", "written_apart_6",
-            "written_apart_7", "written_apart_8", "written_apart_9",
-            "written_apart_10", "written_apart_11")  # fmt: skip
-    parser.add_argument("--set", default="all", choices=sets)
+    parser.add_argument("--set", default="all", choices=("all", *team_sets()))
     parser.add_argument("--offline-grader", default="", help="default: the graph's default")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
