@@ -573,10 +573,16 @@ def test_the_trial_services_refuse_a_connection_without_their_secret(
     assert host == "127.0.0.1"
 
     def ask(*commands: str) -> bytes:
+        """Redis's replies to `commands`, read until each has its line: every reply asked for
+        here is one line (+OK, +PONG, -NOAUTH, -WRONGPASS), so no fixed wait is needed."""
         with socket.create_connection((host, port), timeout=5) as sock:
             sock.sendall("".join(c + "\r\n" for c in commands).encode())
-            time.sleep(0.3)
-            return sock.recv(65536)
+            replies = b""
+            while replies.count(b"\r\n") < len(commands):
+                received = sock.recv(65536)
+                assert received, f"Redis closed the connection after {replies!r}"
+                replies += received
+            return replies
 
     assert ask("PING").startswith(b"-NOAUTH"), "Redis answered a client without its password"
     assert b"-NOAUTH" in ask("KEYS *") and b"aegra" not in ask("KEYS *")
