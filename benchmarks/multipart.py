@@ -140,9 +140,7 @@ def partial_pairs(split: Any, pairs: int, rng: random.Random) -> list[tuple[str,
     ]
 
 
-def run_dataset(
-    dataset: Path, pairs: int, seed: int, context: dict[str, Any]
-) -> dict[str, Any]:
+def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -> dict[str, Any]:
     from langgraph.checkpoint.memory import InMemorySaver
 
     from footnote.graph.graph import make_graph
@@ -227,17 +225,18 @@ def run_dataset(
             context={**context, "index_dir": index},
         )
         conversational.append(
-            {"turn": turn, "no_search": state.get("footnote_searches", 0) == 0,
-             "reply": state["messages"][-1].content}  # fmt: skip
+            {
+                "turn": turn,
+                "no_search": state.get("footnote_searches", 0) == 0,
+                "reply": state["messages"][-1].content,
+            }  # fmt: skip
         )
 
     def share(rows: list[dict[str, Any]], key: str) -> float:
         return round(sum(bool(r[key]) for r in rows) / max(len(rows), 1), 3)
 
     single_rate = round(sum(single.values()) / max(len(single), 1), 3)
-    per_part = round(
-        sum(r["parts_gold"] for r in two_part) / max(2 * len(two_part), 1), 3
-    )
+    per_part = round(sum(r["parts_gold"] for r in two_part) / max(2 * len(two_part), 1), 3)
     ceiling = independence_ceiling(two_part, single_rate)
     return {
         "dataset": prepared.dataset.name,
@@ -300,8 +299,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("two-part: independence ceiling (part 1 rate × part 2 rate)", "two_part_independent"),
         ("two-part: both questions cited their gold asked alone", "two_part_both_alone"),
         ("two-part: single rate squared", "two_part_single_squared"),
-        ("two-part: per-part rate the target needs (√(0.8 × single))",
-         "two_part_needed_per_part"),
+        ("two-part: per-part rate the target needs (√(0.8 × single))", "two_part_needed_per_part"),
         ("two-part: each gold cited in its own part", "two_part_each_gold_in_own_part"),
         ("two-part: per part, gold cited", "two_part_per_part_gold_cited"),
         ("partial: split into two parts", "partial_split"),
@@ -312,9 +310,7 @@ def markdown(results: list[dict[str, Any]]) -> str:
         ("real questions: searched", "single_searched"),
         ("real questions: split into parts (should be 0)", "single_split"),
     ]
-    head = "| | " + " | ".join(
-        f"{r['dataset']} ({r['pairs']} pairs)" for r in results
-    ) + " |"
+    head = "| | " + " | ".join(f"{r['dataset']} ({r['pairs']} pairs)" for r in results) + " |"
     lines = [head, "|---|" + "---|" * len(results)]
     for label, key in rows:
         lines.append(f"| {label} | " + " | ".join(f"{r[key]:.3f}" for r in results) + " |")

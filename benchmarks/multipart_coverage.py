@@ -141,8 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         rows = collect(dataset, args.pairs, args.seed)
         print(f"\n{dataset.name}: {len(rows['two'])} two-part and {len(rows['partial'])} "
               "partial pairs split into two parts")  # fmt: skip
-        print("| rule | two-part: covered parts abstained | of them gold-cited | both golds "
-              "cited | partial: held-out part not covered | answerable part abstained |")
+        print(
+            "| rule | two-part: covered parts abstained | of them gold-cited | both golds "
+            "cited | partial: held-out part not covered | answerable part abstained |"
+        )
         print("|---|---|---|---|---|---|")
         for name, rule in rules():
             e = effect(rows, rule)

@@ -316,8 +316,10 @@ def merge_small_sections(
 def _joins(run: list[Section], section: Section) -> bool:
     last = run[-1]
     parent = section.headings[:-1]
-    return section.page == last.page and last.headings[: len(parent)] == parent and all(
-        member.headings[: len(parent)] == parent for member in run
+    return (
+        section.page == last.page
+        and last.headings[: len(parent)] == parent
+        and all(member.headings[: len(parent)] == parent for member in run)
     )
 
 

@@ -154,8 +154,10 @@ def remember(location: str | Path, model_id: str) -> None:
     (the default needs no note; an object's class path cannot be loaded from a name)."""
     key = record_key(location)
     record = _read_record()
-    reloadable = ":" in model_id and model_id != DEFAULT_EMBEDDINGS and "." not in (
-        model_id.split(":", 1)[0]
+    reloadable = (
+        ":" in model_id
+        and model_id != DEFAULT_EMBEDDINGS
+        and "." not in (model_id.split(":", 1)[0])
     )
     if record.get(key) == (model_id if reloadable else None):
         return

@@ -191,9 +191,7 @@ def _url_of(exc: BaseException) -> str:
 def describe_unreachable(exc: BaseException) -> str | None:
     """'could not reach URL: reason' when a provider's server could not be reached, else None."""
     links = list(_chain(exc))
-    if not any(
-        cls.__name__ in _CONNECTION_ERRORS for link in links for cls in type(link).__mro__
-    ):
+    if not any(cls.__name__ in _CONNECTION_ERRORS for link in links for cls in type(link).__mro__):
         return None
     where = next((url for url in map(_url_of, links) if url), "the provider's server")
     reason = first_line(links[-1])

@@ -69,9 +69,7 @@ mismatch" when two threads run it at once (readers loading while a writer publis
 
 
 def damaged(root: Path, what: str) -> IndexCorrupt:
-    return IndexCorrupt(
-        f"index {root}: {what}; the index was modified or damaged. {REBUILD_HINT}"
-    )
+    return IndexCorrupt(f"index {root}: {what}; the index was modified or damaged. {REBUILD_HINT}")
 
 
 def read_current(root: Path) -> str | None:

@@ -49,8 +49,19 @@ def conversation(index: Path, *questions: str, graph: Any = None) -> list[dict[s
 
 @pytest.mark.parametrize(
     "turn",
-    ["thanks!", "Thank you so much", "hi", "Hello there!", "bye", "ok, got it", "cheers",
-     "great, thanks", "thanks, that's all I needed", "see you later", "who are you?"],  # fmt: skip
+    [
+        "thanks!",
+        "Thank you so much",
+        "hi",
+        "Hello there!",
+        "bye",
+        "ok, got it",
+        "cheers",
+        "great, thanks",
+        "thanks, that's all I needed",
+        "see you later",
+        "who are you?",
+    ],  # fmt: skip
 )
 def test_pleasantries_need_no_search(turn: str) -> None:
     assert conversational_reply(turn, "a question?", "an answer [1]", []) is not None
@@ -465,9 +476,7 @@ def test_parent_streaming_subgraphs_sees_only_the_answer(handbook_index: Path) -
         streamed.append(message)
     assert streamed, "the answer streams"
     assert not [m for m in streamed if isinstance(m, ToolMessage) or getattr(m, "tool_calls", [])]
-    assert {m.content for m in streamed if m.content} <= {
-        "API keys are rotated every 90 days [1]."
-    }
+    assert {m.content for m in streamed if m.content} <= {"API keys are rotated every 90 days [1]."}
 
 
 def test_ask_json_reports_parts_and_searches(handbook_index: Path, run_cli: Any) -> None:

@@ -162,4 +162,3 @@ def test_sources_are_numbered_without_gaps(handbook_index: Path) -> None:
     assert len(numbers) >= 2 and numbers == list(range(1, len(numbers) + 1))
     marks = {int(n) for n in re.findall(r"\[(\d+)\]", str(out["messages"][-1].content))}
     assert marks == set(numbers)
-

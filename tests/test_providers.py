@@ -110,7 +110,10 @@ def test_real_client_drives_the_whole_graph(stub: StubOpenAI, handbook_index: Pa
     assert final["citations"][0]["source"] == "keys.md"
     assert final["citations"][0]["chunk_id"].startswith("keys.md#rotation")
     assert final["footnote_route"][:4] == [
-        "new_question", "plan_turn:search:1", "rewrite_query:as_asked", "call_retriever"
+        "new_question",
+        "plan_turn:search:1",
+        "rewrite_query:as_asked",
+        "call_retriever",
     ]
     assert final["footnote_route"][4].startswith("grade_documents:1/")
     assert final["footnote_route"][5:] == ["generate", "verify_citations"]

@@ -116,9 +116,7 @@ def test_stopping_serve_stops_the_server(handbook_index: Path) -> None:
         httpx.get(f"{server}/ok", timeout=5)
 
 
-def test_serve_is_quiet_and_its_server_logs_to_a_file(
-    handbook_index: Path, tmp_path: Path
-) -> None:
+def test_serve_is_quiet_and_its_server_logs_to_a_file(handbook_index: Path, tmp_path: Path) -> None:
     """One status line on the terminal, whatever the server does; its own log in a file."""
     log = tmp_path / "serve.log"
     process = subprocess.Popen(

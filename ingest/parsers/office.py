@@ -23,9 +23,7 @@ def _require(module: str) -> Any:
     try:
         return __import__(module)
     except ImportError as exc:
-        raise ParseError(
-            f"reading this format needs {module}: {install_hint('office')}"
-        ) from exc
+        raise ParseError(f"reading this format needs {module}: {install_hint('office')}") from exc
 
 
 def _slug(text: str) -> str:
