@@ -30,7 +30,7 @@ import random
 import re
 import subprocess
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
@@ -334,32 +334,53 @@ def add_faq_pairs(
         add(swapped, i, 0, "faq_near_miss")
 
 
-def written_pairs(path: Path = WRITTEN, neighbours: bool = False) -> list[dict[str, object]]:
+def written_packages(paths: Sequence[Path]) -> list[str]:
+    """The manuals the written files' sections come from (each page is "package:path"), the
+    two of the first file first, in WRITTEN_SOURCES' order."""
+    used = {
+        json.loads(line)["page"].split(":", 1)[0]
+        for path in paths
+        for line in path.read_text(encoding="utf-8").splitlines()
+    }
+    unknown = used - set(WRITTEN_SOURCES) - set(SOURCES)
+    if unknown:
+        raise SystemExit(f"written questions for sections of unknown manuals: {sorted(unknown)}")
+    order = [*WRITTEN_SOURCES, *(p for p in SOURCES if p not in WRITTEN_SOURCES)]
+    return [package for package in order if package in used]
+
+
+def written_pairs(
+    paths: Sequence[Path] = (WRITTEN,), neighbours: bool = False
+) -> list[dict[str, object]]:
     """The written questions against the sections they were written for (label 1: answered,
     0: near miss), each section read from its installed manual as heading + text. With
     `neighbours`, each answered question also meets the section BM25 ranks best for it on
     another page (label 0): what the section says decides, not how the question is worded."""
+    roots = {**SOURCES, **WRITTEN_SOURCES}
     texts = {
         (s.page, s.heading): f"{s.heading}\n{s.text}"
-        for package, root in WRITTEN_SOURCES.items()
-        for s in sections_of(package, root)
+        for package in written_packages(paths)
+        for s in sections_of(package, roots[package])
     }
     keys = list(texts)
     bm25 = BM25([texts[key] for key in keys]) if neighbours else None
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        item = json.loads(line)
-        passage = texts.get((item["page"], item["heading"]))
-        if passage is None:
-            raise SystemExit(f"{path}: no section {item['page']} / {item['heading']!r} installed")
-        label = {"answered": 1, "near_miss": 0}[item["kind"]]
-        rows.append({"query": item["question"], "passage": passage, "label": label,
-                     "kind": f"written_{item['kind']}"})  # fmt: skip
-        if bm25 is not None and label == 1:
-            other = [j for j in bm25.top(item["question"], 5) if keys[j][0] != item["page"]]
-            if other:
-                rows.append({"query": item["question"], "passage": texts[keys[other[0]]],
-                             "label": 0, "kind": "written_neighbour"})  # fmt: skip
+    for path in paths:
+        for line in path.read_text(encoding="utf-8").splitlines():
+            item = json.loads(line)
+            passage = texts.get((item["page"], item["heading"]))
+            if passage is None:
+                raise SystemExit(
+                    f"{path}: no section {item['page']} / {item['heading']!r} installed"
+                )
+            label = {"answered": 1, "near_miss": 0}[item["kind"]]
+            rows.append({"query": item["question"], "passage": passage, "label": label,
+                         "kind": f"written_{item['kind']}"})  # fmt: skip
+            if bm25 is not None and label == 1:
+                other = [j for j in bm25.top(item["question"], 5) if keys[j][0] != item["page"]]
+                if other:
+                    rows.append({"query": item["question"], "passage": texts[keys[other[0]]],
+                                 "label": 0, "kind": "written_neighbour"})  # fmt: skip
     return rows
 
 
@@ -378,16 +399,17 @@ def interleave(rows: list[dict[str, object]], extra: list[dict[str, object]], re
     return mixed + head[len(passes) * step :] + tail
 
 
-def packages_read(faqs: bool, written: bool = False) -> dict[str, str]:
+def packages_read(faqs: bool, written: Sequence[str] = ()) -> dict[str, str]:
     names = list(SOURCES) + (list(FAQS) if faqs else []) + ["wordnet-base"]
-    names += list(WRITTEN_SOURCES) if written else []
+    names += [package for package in written if package not in names]
     out = subprocess.run(["dpkg-query", "-W", *names], capture_output=True, text=True, check=True)
     return dict(line.split("\t", 1) for line in out.stdout.strip().splitlines())
 
 
 def build(out: Path, faq_repeats: int = 0, written_repeats: int = 0,
           written_span: int = 30000, written_neighbours: bool = False,
-          answered_weight: int = 1) -> dict[str, int]:  # fmt: skip
+          answered_weight: int = 1,
+          written_files: Sequence[Path] = (WRITTEN,)) -> dict[str, int]:  # fmt: skip
     rng = random.Random(SEED)
     sections = [s for pkg, root in SOURCES.items() if root.is_dir() for s in sections_of(pkg, root)]
     manuals = len(sections)
@@ -433,7 +455,7 @@ def build(out: Path, faq_repeats: int = 0, written_repeats: int = 0,
         for i in range(manuals, len(sections)):
             add_faq_pairs(i, sections, passages, bm25, wordnet, rng, add)
     rng.shuffle(rows)
-    written = written_pairs(neighbours=written_neighbours) if written_repeats else []
+    written = written_pairs(written_files, written_neighbours) if written_repeats else []
     written += [r for r in written if r["label"] == 1] * (answered_weight - 1)
     counts.update(
         {k: written_repeats * n for k, n in Counter(str(r["kind"]) for r in written).items()}
@@ -443,7 +465,8 @@ def build(out: Path, faq_repeats: int = 0, written_repeats: int = 0,
     with out.open("w", encoding="utf-8") as handle:
         for row in rows:
             handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-    sources = {"packages": packages_read(faq_repeats > 0, written_repeats > 0),
+    used = written_packages(written_files) if written_repeats else []
+    sources = {"packages": packages_read(faq_repeats > 0, used),
                "excluded": list(EXCLUDED_PARTS),
                "seed": SEED, "sections": len(sections), "pairs": dict(counts)}  # fmt: skip
     out.with_suffix(".sources.json").write_text(json.dumps(sources, indent=2) + "\n")
@@ -459,7 +482,7 @@ def main() -> int:
     )  # fmt: skip
     parser.add_argument(
         "--written-repeats", type=int, default=0,
-        help="also learn from the written questions (written/debian-dev.jsonl), N passes",
+        help="also learn from the written questions (--written-files), N passes",
     )  # fmt: skip
     parser.add_argument(
         "--written-span", type=int, default=30000,
@@ -474,9 +497,15 @@ def main() -> int:
         "--answered-weight", type=int, default=1,
         help="with --written-repeats: each answered written question N times per pass",
     )  # fmt: skip
+    parser.add_argument(
+        "--written-files", type=Path, nargs="+", default=[WRITTEN],
+        help="with --written-repeats: the written question files (default: "
+        "written/debian-dev.jsonl, the shipped model's)",
+    )  # fmt: skip
     args = parser.parse_args()
     counts = build(args.out, args.faq_repeats, args.written_repeats, args.written_span,
-                   args.written_neighbours, args.answered_weight)  # fmt: skip
+                   args.written_neighbours, args.answered_weight,
+                   args.written_files)  # fmt: skip
     print(json.dumps(counts))
     return 0
 
