@@ -17,7 +17,7 @@ Each question runs through the whole answer graph over samples/handbook. Reporte
   separate writer who saw only the handbook, sealed until measured; nothing is chosen on them.
 
     python benchmarks/handbook_quality.py [--model provider:model] [--offline-grader NAME]
-        [--json] [--index DIR]
+        [--json] [--index DIR] [--set written_apart_N]   (--set: that set alone, as JSON)
 """
 
 from __future__ import annotations
@@ -137,6 +137,19 @@ def evaluate(index: Path, model: str, offline_grader: str = "") -> dict[str, Any
     }
 
 
+def evaluate_one(index: Path, model: str, offline_grader: str, name: str) -> dict[str, Any]:
+    """One set written after the method alone (`--set`): reading a newly merged set once
+    costs its own questions, not every set's."""
+    questions = json.loads(QUESTIONS.read_text(encoding="utf-8"))
+    context: dict[str, Any] = {"index_dir": str(index), "model": model}
+    if offline_grader:
+        context["offline_grader"] = offline_grader
+    answerable, near = run_set(make_graph(), questions[name], context)
+    misses = [r for r in answerable if not r["right"]] + [r for r in near if not r["not_covered"]]
+    return {"set": name, "offline_grader": offline_grader or "default",
+            **summary(answerable, near), "misses": misses}  # fmt: skip
+
+
 def run_set(
     graph: Any, questions: dict[str, Any], context: dict[str, Any]
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -199,12 +212,19 @@ def main() -> int:
     parser.add_argument(
         "--offline-grader", default="", help="calibrated, linear, judge, judge-veto or judge-rescue"
     )
+    parser.add_argument(
+        "--set", choices=("written_after", *APART_SETS), help="only this set written after"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         index = args.index or Path(tmp) / "index"
         if not (index / "manifest.json").exists() and args.index is None:
             ingest([HANDBOOK], index)
+        if args.set:
+            one = evaluate_one(index, args.model, args.offline_grader, args.set)
+            print(json.dumps(one, indent=2))
+            return 0
         result = evaluate(index, args.model, args.offline_grader)
     print(json.dumps(result, indent=2) if args.json else markdown(result))
     return 0
