@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,23 +36,22 @@ def apart_sets(names: Any) -> tuple[str, ...]:
     return tuple(name for _, name in sorted(numbered))
 
 
-def handbook_apart_sets(spec: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def handbook_apart_sets() -> tuple[str, ...]:
     """The handbook sets written apart (handbook.json's keys), in the order they were written."""
-    return apart_sets(spec if spec is not None else _read(HANDBOOK_QUESTIONS))
+    return apart_sets(_read(HANDBOOK_QUESTIONS))
 
 
-def handbook_later_sets(spec: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def handbook_later_sets() -> tuple[str, ...]:
     """The handbook sets written after the method: "written_after", then those written apart."""
-    spec = spec if spec is not None else _read(HANDBOOK_QUESTIONS)
-    return ((WRITTEN_AFTER,) if WRITTEN_AFTER in spec else ()) + handbook_apart_sets(spec)
+    spec = _read(HANDBOOK_QUESTIONS)
+    return ((WRITTEN_AFTER,) if WRITTEN_AFTER in spec else ()) + apart_sets(spec)
 
 
-def team_sets(spec: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+def team_sets() -> tuple[str, ...]:
     """The sets of the team-document bridges (multihop_team.json's `set` values, "original"
     for a question without one): "original" and "written_after" first, then those written
     apart in the order they were written."""
-    spec = spec if spec is not None else _read(TEAM_QUESTIONS)
-    names = dict.fromkeys(q.get("set", "original") for q in spec["questions"])
+    names = dict.fromkeys(q.get("set", "original") for q in _read(TEAM_QUESTIONS)["questions"])
     first = tuple(n for n in ("original", WRITTEN_AFTER) if n in names)
     return first + apart_sets(names)
 
