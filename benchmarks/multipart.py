@@ -140,38 +140,40 @@ def partial_pairs(split: Any, pairs: int, rng: random.Random) -> list[tuple[str,
     ]
 
 
-def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -> dict[str, Any]:
-    from langgraph.checkpoint.memory import InMemorySaver
-
-    from footnote.graph.graph import make_graph
-
-    prepared = prepare_index(dataset)
-    qrels = prepared.dataset.qrels
-    queries = prepared.dataset.queries
-    index = str(prepared.index_dir)
-    graph = make_graph()
-    rng = random.Random(seed)
-    started = time.perf_counter()
-
-    qids, chosen = two_part_pairs(qrels, pairs, rng)
-    used = {q for pair in chosen for q in pair}
-
+def single_questions(
+    graph: Any, prepared: Any, index: str, used: set[str], context: dict[str, Any]
+) -> tuple[dict[str, bool], int, int]:
+    """Each question of the pairs asked alone: whether its gold is cited, and how many of them
+    searched and were split."""
+    qrels, queries = prepared.dataset.qrels, prepared.dataset.queries
     single: dict[str, bool] = {}
-    single_searched = 0
-    single_split = 0
+    searched = split = 0
     for qid in sorted(used):
         state = ask(graph, queries[qid], index, context)
         single[qid] = any(c in qrels[qid] for c in cited_ids(state, prepared.source_to_id))
-        single_searched += state.get("footnote_searches", 0) > 0
-        single_split += len(state.get("parts") or []) > 1
+        searched += state.get("footnote_searches", 0) > 0
+        split += len(state.get("parts") or []) > 1
+    return single, searched, split
 
-    two_part = []
+
+def two_part_rows(
+    graph: Any,
+    prepared: Any,
+    index: str,
+    chosen: list[tuple[str, str]],
+    single: dict[str, bool],
+    context: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """Two answerable questions asked as one: each part's gold, and whether it is cited in
+    its own part."""
+    qrels, queries = prepared.dataset.qrels, prepared.dataset.queries
+    rows = []
     for a, b in chosen:
         state = ask(graph, join(queries[a], queries[b]), index, context)
         cited = cited_ids(state, prepared.source_to_id)
         own = [part_citations(state, k) for k in (0, 1)]
         gold = [any(c in qrels[q] for c in cited) for q in (a, b)]
-        two_part.append(
+        rows.append(
             {
                 "question": join(queries[a], queries[b]),
                 "parts": [p["question"] for p in state.get("parts") or []],
@@ -188,11 +190,23 @@ def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -
                 "searches": state.get("footnote_searches", 0),
             }
         )
+    return rows
 
-    # Partial pairs on the leave-gold-out index.
+
+def partial_rows(
+    graph: Any,
+    dataset: Path,
+    prepared: Any,
+    pairs: int,
+    rng: random.Random,
+    context: dict[str, Any],
+) -> list[dict[str, Any]]:
+    """An answerable question joined with one whose gold the leave-gold-out index lacks:
+    whether the missing part is reported and the other answered."""
+    qrels, queries = prepared.dataset.qrels, prepared.dataset.queries
     split = split_questions(qrels, DEFAULT_SHARE, DEFAULT_SEED)
     heldout = str(heldout_index(dataset, prepared, split))
-    partial = []
+    rows = []
     for known, gone, gone_first in partial_pairs(split, pairs, rng):
         order = (gone, known) if gone_first else (known, gone)
         state = ask(graph, join(queries[order[0]], queries[order[1]]), heldout, context)
@@ -203,13 +217,24 @@ def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -
             c in qrels[known]
             for c in cited_ids(state, prepared.source_to_id, parts[k_known]["citations"])
         )
-        partial.append({"reported": reported, "known_gold": known_gold,
-                        "both": reported and known_gold, "split": len(parts) == 2,
-                        "question": join(queries[order[0]], queries[order[1]]),
-                        "held_out_first": gone_first,
-                        "parts": [(p["question"], p["covered"]) for p in parts]})  # fmt: skip
+        rows.append({"reported": reported, "known_gold": known_gold,
+                     "both": reported and known_gold, "split": len(parts) == 2,
+                     "question": join(queries[order[0]], queries[order[1]]),
+                     "held_out_first": gone_first,
+                     "parts": [(p["question"], p["covered"]) for p in parts]})  # fmt: skip
+    return rows
 
-    conversational = []
+
+def conversational_rows(
+    queries: dict[str, str], qids: list[str], index: str, context: dict[str, Any]
+) -> list[dict[str, Any]]:
+    """A turn that needs no search (thanks, a greeting, a goodbye) after a first question,
+    on a thread of its own: whether it was answered without searching."""
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    from footnote.graph.graph import make_graph
+
+    rows = []
     for i, turn in enumerate(CONVERSATIONAL):
         thread = make_graph(checkpointer=InMemorySaver())
         config = {"configurable": {"thread_id": f"c{i}"}}
@@ -224,16 +249,36 @@ def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -
             config,
             context={**context, "index_dir": index},
         )
-        conversational.append(
+        rows.append(
             {
                 "turn": turn,
                 "no_search": state.get("footnote_searches", 0) == 0,
                 "reply": state["messages"][-1].content,
             }  # fmt: skip
         )
+    return rows
 
-    def share(rows: list[dict[str, Any]], key: str) -> float:
-        return round(sum(bool(r[key]) for r in rows) / max(len(rows), 1), 3)
+
+def share(rows: list[dict[str, Any]], key: str) -> float:
+    return round(sum(bool(r[key]) for r in rows) / max(len(rows), 1), 3)
+
+
+def run_dataset(dataset: Path, pairs: int, seed: int, context: dict[str, Any]) -> dict[str, Any]:
+    from footnote.graph.graph import make_graph
+
+    prepared = prepare_index(dataset)
+    queries = prepared.dataset.queries
+    index = str(prepared.index_dir)
+    graph = make_graph()
+    rng = random.Random(seed)
+    started = time.perf_counter()
+
+    qids, chosen = two_part_pairs(prepared.dataset.qrels, pairs, rng)
+    used = {q for pair in chosen for q in pair}
+    single, single_searched, single_split = single_questions(graph, prepared, index, used, context)
+    two_part = two_part_rows(graph, prepared, index, chosen, single, context)
+    partial = partial_rows(graph, dataset, prepared, pairs, rng, context)
+    conversational = conversational_rows(queries, qids, index, context)
 
     single_rate = round(sum(single.values()) / max(len(single), 1), 3)
     per_part = round(sum(r["parts_gold"] for r in two_part) / max(2 * len(two_part), 1), 3)
